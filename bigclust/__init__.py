@@ -1,0 +1,21 @@
+"""bigclust: clustering data sets too big for the textbook code.
+
+Numba kernels, zarr stores and Dask stages for spectral clustering with
+bi-stochastic normalisation (BBS, Sinkhorn-Knopp, Ncut), NMF clustering and
+augmented subspace clustering.  Submodules are imported lazily so that
+``import bigclust`` stays fast.
+"""
+from importlib import import_module
+
+__version__ = "0.1.0"
+
+_SUBMODULES = {
+    "affinity", "config", "datasets", "errors", "kmeans", "metrics", "normalize",
+    "pipeline", "preprocess", "report", "spectral", "store",
+}
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        return import_module(f"bigclust.{name}")
+    raise AttributeError(f"module 'bigclust' has no attribute {name!r}")

@@ -1,0 +1,281 @@
+"""TOML pipeline configs: parse, validate, expand sweeps.
+
+A config describes one pipeline in ten sections (``[data]`` ... ``[output]``).
+Every scalar parameter may be given as a list, which sweeps it; the grid is
+the Cartesian product of all swept parameters.  Everything is checked before
+any work starts and every error names the file, the key and what was expected
+(:class:`bigclust.errors.ConfigError`).
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import ConfigError
+
+METHODS = ("kmeans", "ra", "ncut", "sk", "bbs")
+AFFINITIES = ("gaussian", "knn", "linear", "cosine", "cosine2")
+
+
+@dataclass(frozen=True)
+class Key:
+    """Schema of one config key."""
+
+    type: type | tuple[type, ...]
+    default: Any = None
+    check: Callable[[Any], bool] | None = None
+    expect: str = ""          # what the check wants, for the error message
+    sweep: bool = True        # may be given as a list of values
+    required: bool = False
+
+
+def _choice(*values):
+    return Key(str, values[0], lambda v: v in values, "one of " + ", ".join(map(repr, values)))
+
+
+def _pos(t=float, default=None, **kw):
+    return Key(t, default, lambda v: v > 0, "> 0", **kw)
+
+
+def _nonneg(t=int, default=0, **kw):
+    return Key(t, default, lambda v: v >= 0, ">= 0", **kw)
+
+
+SCHEMA: dict[str, dict[str, Key]] = {
+    "data": {
+        "name": Key(str, None, sweep=False),
+        "path": Key(str, None, sweep=False),
+        "root": Key(str, None, sweep=False),
+        "label_column": Key(int, -1, sweep=False),
+        "chunk_rows": _pos(int, 4096, sweep=False),
+    },
+    "preprocess": {
+        "l2_normalize": Key(bool, True),
+        "pca": _nonneg(int, 0),
+        "tfidf_local": _choice("tf", "binary", "augmented", "log"),
+        "tfidf_global": _choice("idf", "none"),
+        "tfidf_normalize": Key(bool, True),
+    },
+    "affinity": {
+        "kind": Key(str, "gaussian", lambda v: v in AFFINITIES, "one of " + ", ".join(AFFINITIES)),
+        "gamma": _pos(float, 1.0),
+        "n_neighbors": Key(int, 15, lambda v: v >= 2, ">= 2"),
+        "dtype": _choice("float64", "float32"),
+    },
+    "method": {
+        "names": Key(list, ["kmeans", "ra", "ncut"], lambda v: len(v) > 0 and all(m in METHODS for m in v),
+                     "a non-empty list of " + ", ".join(METHODS), sweep=False),
+        "n_iter": _pos(int, 1000),
+        "tol": _nonneg(float, 0.0),
+        "solver": _choice("alternating", "dykstra", "dual"),
+        "ncut_iter": _pos(int, 1),
+        "record_every": _nonneg(int, 0),
+    },
+    "embed": {
+        "n_components": Key(int, 0, lambda v: v == 0 or v >= 1, "0 (= number of clusters) or >= 1"),
+        "eigensolver": _choice("auto", "eigh", "eigsh", "lobpcg"),
+    },
+    "cluster": {
+        "n_clusters": Key(int, 0, lambda v: v == 0 or v >= 2, "0 (= number of classes) or >= 2"),
+        "n_init": _pos(int, 100),
+        "max_iter": _pos(int, 1000),
+        "algorithm": _choice("auto", "lloyd", "minibatch"),
+        "minibatch_threshold": _pos(int, 200_000),
+        "batch_size": _pos(int, 4096),
+        "seed": _nonneg(int, 0),
+    },
+    "evaluate": {
+        "nmi_norm": _choice("sqrt", "max", "arithmetic"),
+    },
+    "dask": {
+        "scheduler": Key(str, "", sweep=False),
+        "n_workers": _pos(int, 1, sweep=False),
+    },
+    "store": {
+        "path": Key(str, None, sweep=False, required=True),
+        "max_memory": Key((str, int), "4GB", sweep=False),
+    },
+    "output": {
+        "dir": Key(str, None, sweep=False, required=True),
+        "plots": Key(bool, True, sweep=False),
+    },
+}
+
+_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def parse_bytes(value) -> int:
+    """``"1GB"`` / ``"512MiB"`` / ``1000000`` → bytes; ValueError when malformed."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value <= 0:
+            raise ValueError(value)
+        return value
+    s = str(value).strip().upper().replace(" ", "")
+    num = s.rstrip("KMGTIB")
+    unit = s[len(num):] or "B"
+    if unit not in _UNITS or not num:
+        raise ValueError(value)
+    out = int(float(num) * _UNITS[unit])
+    if out <= 0:
+        raise ValueError(value)
+    return out
+
+
+@dataclass(frozen=True)
+class Config:
+    """A validated config: defaults filled in, sweeps kept as lists.
+
+    Attributes
+    ----------
+    path : Path
+        The TOML file (relative paths inside it are resolved against its folder).
+    sections : dict
+        ``{section: {key: value or list of values}}`` with every key present.
+    sweeps : dict
+        ``{(section, key): [values...]}`` for the swept keys.
+    """
+
+    path: Path
+    sections: dict
+    sweeps: dict = field(default_factory=dict)
+
+    def points(self):
+        """Yield one ``{section: {key: scalar}}`` dict per point of the sweep grid."""
+        keys = list(self.sweeps)
+        for combo in itertools.product(*(self.sweeps[k] for k in keys)):
+            point = {s: dict(v) for s, v in self.sections.items()}
+            for (sec, key), val in zip(keys, combo):
+                point[sec][key] = val
+            yield point
+
+    def resolve(self, p: str | None) -> Path | None:
+        """A path from the config, relative to the config file's folder."""
+        if p is None:
+            return None
+        p = Path(p).expanduser()
+        return p if p.is_absolute() else (self.path.parent / p)
+
+    @property
+    def hash(self) -> str:
+        """Hash of the validated content (not of the file's spelling)."""
+        return stable_hash(self.sections)
+
+    @property
+    def max_memory(self) -> int:
+        return parse_bytes(self.sections["store"]["max_memory"])
+
+
+def stable_hash(obj) -> str:
+    """Short, stable hash of a JSON-able object (sorted keys)."""
+    blob = json.dumps(obj, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _type_name(t):
+    if isinstance(t, tuple):
+        return " or ".join(_type_name(x) for x in t)
+    return {str: "a string", int: "an integer", float: "a number", bool: "true/false",
+            list: "a list"}.get(t, t.__name__)
+
+
+def _check_value(where, spec: Key, value):
+    """Coerce int→float where a number is wanted and check type and range."""
+    t = spec.type
+    if t is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    ok = isinstance(value, t) and not (isinstance(value, bool) and t in (int, float, (str, int)))
+    if not ok:
+        raise ConfigError(f"{where}: expected {_type_name(t)}, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
+    if spec.check is not None and not spec.check(value):
+        raise ConfigError(f"{where}: expected {spec.expect}, got {value!r}")
+    return value
+
+
+def load(path) -> Config:
+    """Read and validate a pipeline config.
+
+    Parameters
+    ----------
+    path : str or Path
+        The TOML file.
+
+    Returns
+    -------
+    Config
+
+    Raises
+    ------
+    ConfigError
+        One line naming the file, the key and what was expected.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+    return from_dict(raw, path)
+
+
+def from_dict(raw: dict, path: Path | str = "<config>") -> Config:
+    """Validate an already parsed config dict (see :func:`load`)."""
+    path = Path(path)
+    for sec in raw:
+        if sec not in SCHEMA:
+            raise ConfigError(f"{path}: unknown section [{sec}]; expected one of "
+                              + ", ".join(f"[{s}]" for s in SCHEMA))
+        if not isinstance(raw[sec], dict):
+            raise ConfigError(f"{path}: {sec} must be a table [{sec}]")
+    sections, sweeps = {}, {}
+    for sec, keys in SCHEMA.items():
+        given = raw.get(sec, {})
+        for key in given:
+            if key not in keys:
+                raise ConfigError(f"{path}: unknown key [{sec}] {key!r}; expected one of " + ", ".join(keys))
+        out = {}
+        for key, spec in keys.items():
+            where = f"{path}: [{sec}] {key}"
+            if key not in given:
+                if spec.required:
+                    raise ConfigError(f"{where}: missing required key")
+                out[key] = spec.default
+                continue
+            value = given[key]
+            if isinstance(value, list) and spec.type is not list:
+                if not spec.sweep:
+                    raise ConfigError(f"{where}: cannot be swept; expected {_type_name(spec.type)}")
+                if not value:
+                    raise ConfigError(f"{where}: an empty list sweeps nothing")
+                value = [_check_value(f"{where}[{i}]", spec, v) for i, v in enumerate(value)]
+                if len(set(value)) != len(value):
+                    raise ConfigError(f"{where}: repeated values in sweep {value!r}")
+                sweeps[(sec, key)] = value
+            else:
+                value = _check_value(where, spec, value)
+            out[key] = value
+        sections[sec] = out
+    data = sections["data"]
+    if (data["name"] is None) == (data["path"] is None):
+        raise ConfigError(f"{path}: [data] needs exactly one of 'name' (a registered data set) or 'path' (a file)")
+    if data["name"] is not None:
+        from .datasets import get_info
+        try:
+            get_info(data["name"])
+        except Exception as e:  # DataError: unknown name
+            raise ConfigError(f"{path}: [data] name: {e}") from None
+    try:
+        parse_bytes(sections["store"]["max_memory"])
+    except ValueError:
+        raise ConfigError(f"{path}: [store] max_memory: expected a size like \"4GB\" or \"512MiB\", "
+                          f"got {sections['store']['max_memory']!r}") from None
+    return Config(path=path, sections=sections, sweeps=sweeps)

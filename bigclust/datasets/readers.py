@@ -1,0 +1,557 @@
+"""Readers for the raw file formats, and the `Source` they feed.
+
+Every reader yields row blocks ``(X, y)``: ``X`` is float32 (a dense ndarray,
+or a CSR matrix for sparse formats), ``y`` int64 indices into a class list the
+caller fixes.  `Source` turns any such stream into chunks of exactly
+``chunk_rows`` rows and checks the row count it promised.
+
+Formats that allow it are streamed (IDX from the gzip stream block by block,
+delimited text line by line, .npy through a memory map); svmlight, .npz and
+.mat are loaded whole because their parsers have no incremental interface.
+Everything the user can get wrong (missing or truncated file, bad magic
+number, a row with the wrong number of fields, a non-number) raises
+`DataError` naming the file and the line or byte offset.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from ..errors import DataError
+
+# What gzip / zlib / tarfile raise on truncated or corrupt compressed data.
+_STREAM_ERRORS = (EOFError, OSError, zlib.error)
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What is known about a data set before reading it.
+
+    ``n_features`` is -1 for text corpora, whose vocabulary is only known
+    after reading; ``files`` are relative to the data root (absolute for
+    `open_file`).
+    """
+
+    name: str
+    description: str
+    n_samples: int
+    n_features: int
+    n_classes: int
+    sparse: bool
+    files: tuple[str, ...]
+
+
+class Source:
+    """A data set that can be read, any number of times, in row chunks.
+
+    Parameters
+    ----------
+    info : DatasetInfo
+    blocks : callable
+        ``blocks(hint_rows)`` returns an iterator of ``(X, y)`` blocks of any
+        size, in the data set's fixed row order; ``hint_rows`` is the chunk
+        size asked for, so readers can size their reads to it.
+    feature_names, class_names : list of str or None
+    """
+
+    def __init__(self, info: DatasetInfo, blocks: Callable[[int], Iterator], *,
+                 feature_names=None, class_names=None):
+        self.info = info
+        self._blocks = blocks
+        self._feature_names = feature_names
+        self._class_names = class_names
+
+    @property
+    def feature_names(self) -> list[str] | None:
+        """Names of the columns (the vocabulary for text), or None."""
+        return self._feature_names
+
+    @property
+    def class_names(self) -> list[str] | None:
+        """Original label of each class index ``0..n_classes-1``, or None."""
+        return self._class_names
+
+    def __repr__(self):
+        i = self.info
+        return f"<Source {i.name!r}: {i.n_samples} x {i.n_features}, {i.n_classes} classes>"
+
+    def iter_chunks(self, chunk_rows: int) -> Iterator[tuple]:
+        """Yield ``(X, y)`` chunks of ``chunk_rows`` rows (the last may be shorter).
+
+        Parameters
+        ----------
+        chunk_rows : int
+            Rows per chunk, >= 1.
+
+        Yields
+        ------
+        X : ndarray float32 (n, d) or scipy.sparse.csr_matrix float32
+        y : ndarray int64 (n,), labels in ``0..n_classes-1``
+
+        Raises
+        ------
+        DataError
+            If the files hold another number of rows or columns than the data
+            set promises (``info``), or a reader finds a malformed file.
+        """
+        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) \
+                or chunk_rows < 1:
+            raise DataError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+        chunk_rows = int(chunk_rows)
+        info, seen = self.info, 0
+        for X, y in rechunk(self._blocks(chunk_rows), chunk_rows):
+            if info.n_features >= 0 and X.shape[1] != info.n_features:
+                raise DataError(f"data set {info.name!r}: rows have {X.shape[1]} features, "
+                                f"expected {info.n_features} (files: {', '.join(info.files)})")
+            seen += X.shape[0]
+            if seen > info.n_samples:
+                break
+            yield X, y
+        if seen != info.n_samples:
+            got = f"more than {info.n_samples}" if seen > info.n_samples else str(seen)
+            raise DataError(f"data set {info.name!r}: read {got} rows, expected {info.n_samples} "
+                            f"(files: {', '.join(info.files)})")
+
+
+def rechunk(blocks, chunk_rows: int):
+    """Regroup a stream of ``(X, y)`` blocks into chunks of exactly ``chunk_rows`` rows."""
+    pieces, have = [], 0
+    for X, y in blocks:
+        start, n = 0, X.shape[0]
+        while start < n:
+            take = min(chunk_rows - have, n - start)
+            pieces.append((X[start:start + take], y[start:start + take]))
+            have += take
+            start += take
+            if have == chunk_rows:
+                yield _concat(pieces)
+                pieces, have = [], 0
+    if have:
+        yield _concat(pieces)
+
+
+def _concat(pieces):
+    import scipy.sparse as sp
+
+    Xs = [p[0] for p in pieces]
+    y = np.concatenate([p[1] for p in pieces]).astype(np.int64, copy=False)
+    if sp.issparse(Xs[0]):
+        X = Xs[0] if len(Xs) == 1 else sp.vstack(Xs, format="csr")
+        return sp.csr_matrix(X, dtype=np.float32), y
+    X = Xs[0] if len(Xs) == 1 else np.concatenate(Xs)
+    return np.ascontiguousarray(X, dtype=np.float32), y
+
+
+# --------------------------------------------------------------------------- files
+
+class _LZWReader(io.RawIOBase):
+    """Streaming decoder of Unix ``compress`` (.Z) files, as ncompress writes them.
+
+    Layout: magic ``1f 9d``, a flags byte (low 5 bits: largest code width,
+    0x80: "block mode", code 256 clears the table), then LZW codes packed
+    least-significant bit first, starting at 9 bits.  Codes travel in groups
+    of eight (``n_bits`` bytes); when the width grows or the table is cleared
+    the writer pads the group to its end, so the reader drops the rest of the
+    group too -- the quirk that makes naive LZW decoders fail on real files.
+    """
+
+    def __init__(self, raw, path):
+        super().__init__()
+        self._raw, self._path = raw, path
+        head = raw.read(3)
+        if len(head) < 3 or head[:2] != b"\x1f\x9d":
+            raw.close()
+            raise DataError(f"{path}: not a Unix compress (.Z) file "
+                            f"(magic number {head[:2].hex() or 'missing'}, expected 1f9d)")
+        self._maxbits, self._block_mode = head[2] & 0x1F, bool(head[2] & 0x80)
+        if not 9 <= self._maxbits <= 16:
+            raw.close()
+            raise DataError(f"{path}: unsupported .Z code width {self._maxbits} (expected 9..16)")
+        self._out, self._pos, self._chunks = b"", 0, self._decode()
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        while self._pos >= len(self._out):
+            nxt = next(self._chunks, None)
+            if nxt is None:
+                return 0
+            self._out, self._pos = nxt, 0
+        n = min(len(b), len(self._out) - self._pos)
+        b[:n] = self._out[self._pos:self._pos + n]
+        self._pos += n
+        return n
+
+    def close(self):
+        self._raw.close()
+        super().close()
+
+    def _decode(self):
+        raw, maxbits, block_mode = self._raw, self._maxbits, self._block_mode
+        maxmaxcode = 1 << maxbits
+        first = 257 if block_mode else 256
+        # table[code] is the byte string of the code; len(table) is the next
+        # free code ("free_ent").  Slot 256 is a placeholder for CLEAR.
+        table = [bytes((i,)) for i in range(256)] + [b""] * (first - 256)
+        n_bits, maxcode = 9, 511     # ncompress starts at 511 whatever maxbits is
+        prev, out, offset = None, bytearray(), 3
+        while True:
+            if len(table) > maxcode:
+                n_bits += 1
+                maxcode = maxmaxcode if n_bits == maxbits else (1 << n_bits) - 1
+            group = raw.read(n_bits)
+            if not group:
+                break
+            bits, mask = int.from_bytes(group, "little"), (1 << n_bits) - 1
+            for i in range(len(group) * 8 // n_bits):
+                if i and len(table) > maxcode:
+                    break                               # width grows: rest of group is padding
+                code = (bits >> (i * n_bits)) & mask
+                if code == 256 and block_mode:
+                    del table[first:]
+                    n_bits, maxcode, prev = 9, 511, None
+                    break                               # CLEAR: rest of group is padding
+                if code < len(table) and (prev is not None or code < 256):
+                    s = table[code]
+                elif code == len(table) and prev is not None:
+                    s = prev + prev[:1]                 # the KwKwK case
+                else:
+                    raise DataError(f"{self._path}: corrupt .Z data: code {code} near compressed "
+                                    f"byte {offset} is not defined yet")
+                if prev is not None and len(table) < maxmaxcode:
+                    table.append(prev + s[:1])
+                out += s
+                prev = s
+            offset += len(group)
+            if len(out) >= 1 << 16:
+                yield bytes(out)
+                out.clear()
+        if out:
+            yield bytes(out)
+
+
+def open_binary(path):
+    """Open ``path`` for binary reading, decompressing ``.gz`` and ``.Z`` by extension.
+
+    Raises
+    ------
+    DataError
+        If the file does not exist or does not start with the magic number
+        its extension promises.
+    """
+    path = Path(path)
+    try:
+        raw = open(path, "rb")
+    except FileNotFoundError:
+        raise DataError(f"{path} does not exist") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror}") from None
+    if path.suffix == ".Z":
+        return io.BufferedReader(_LZWReader(raw, path), 1 << 16)
+    if path.suffix == ".gz":
+        magic = raw.read(2)
+        raw.close()
+        if magic != b"\x1f\x8b":
+            raise DataError(f"{path}: not a gzip file (magic number {magic.hex() or 'missing'}, "
+                            f"expected 1f8b)")
+        return gzip.open(path, "rb")
+    return raw
+
+
+def _read(f, n, path):
+    try:
+        return f.read(n)
+    except _STREAM_ERRORS as exc:
+        raise DataError(f"{path}: compressed data are truncated or corrupt ({exc})") from None
+
+
+def iter_lines(path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line)`` of a (possibly compressed) latin-1 text file."""
+    lineno = 0
+    with open_binary(path) as f:
+        try:
+            for lineno, line in enumerate(io.TextIOWrapper(f, encoding="latin-1"), 1):
+                yield lineno, line
+        except _STREAM_ERRORS as exc:
+            raise DataError(f"{path}: compressed data are truncated or corrupt after line "
+                            f"{lineno} ({exc})") from None
+
+
+# --------------------------------------------------------------------------- IDX
+
+_IDX_DTYPES = {0x08: "u1", 0x09: "i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def iter_idx(path, ndim: int, block_rows: int, *, expect_rows: int | None = None):
+    """Yield the items of an IDX file (MNIST format) as 2-D blocks, streaming.
+
+    Parameters
+    ----------
+    path : path of an IDX file, optionally gzipped
+    ndim : number of dimensions the file must have (1 for labels, 3 for images)
+    block_rows : items per yielded block
+    expect_rows : if given, the number of items the header must announce
+
+    Yields
+    ------
+    ndarray (k, prod(shape[1:])) of the file's dtype.
+    """
+    with open_binary(path) as f:
+        head = _read(f, 4, path)
+        magic = int.from_bytes(head.rjust(4, b"\0"), "big")
+        if len(head) < 4 or head[:2] != b"\0\0" or head[2] not in _IDX_DTYPES or head[3] != ndim:
+            raise DataError(f"{path}: wrong magic number 0x{magic:08x} for a {ndim}-D IDX file "
+                            f"(expected 0x000008{ndim:02x} for unsigned bytes)")
+        dims_raw = _read(f, 4 * ndim, path)
+        if len(dims_raw) < 4 * ndim:
+            raise DataError(f"{path}: truncated IDX header ({4 + len(dims_raw)} of {4 + 4 * ndim} bytes)")
+        dims = [int(d) for d in np.frombuffer(dims_raw, ">u4")]
+        dtype = np.dtype(_IDX_DTYPES[head[2]])
+        n, row = dims[0], int(np.prod(dims[1:], dtype=np.int64))
+        if expect_rows is not None and n != expect_rows:
+            raise DataError(f"{path}: the header announces {n} items, expected {expect_rows}")
+        row_bytes = row * dtype.itemsize
+        for start in range(0, n, block_rows):
+            k = min(block_rows, n - start)
+            buf = _read(f, k * row_bytes, path)
+            if len(buf) < k * row_bytes:
+                raise DataError(
+                    f"{path}: truncated: the header promises {n} items of {row_bytes} bytes "
+                    f"({n * row_bytes} data bytes) but the data end after "
+                    f"{start * row_bytes + len(buf)} bytes (item {start + len(buf) // row_bytes})")
+            yield np.frombuffer(buf, dtype).reshape(k, row)
+        if _read(f, 1, path):
+            raise DataError(f"{path}: longer than its header promises ({n} items of {row_bytes} bytes)")
+
+
+def idx_blocks(images, labels, classes: dict, block_rows: int):
+    """Yield ``(X float32, y)`` from an IDX image file and its IDX label file.
+
+    Labels are read whole (one byte each); the images are streamed.  Pixel
+    values are kept as stored (0..255), not rescaled.
+    """
+    parts = list(iter_idx(labels, 1, 1 << 20))
+    raw = np.concatenate(parts).ravel() if parts else np.zeros(0, np.uint8)
+    lut = {v: classes.get(label_key(str(v))) for v in np.unique(raw).tolist()}
+    bad = [v for v, c in lut.items() if c is None]
+    if bad:
+        where = int(np.flatnonzero(raw == bad[0])[0])
+        raise DataError(f"{labels}: label {bad[0]} at item {where} is not one of the classes "
+                        f"{', '.join(classes)}")
+    y = np.zeros(raw.shape, np.int64)
+    for v, c in lut.items():
+        y[raw == v] = c
+    start = 0
+    for block in iter_idx(images, 3, block_rows, expect_rows=len(y)):
+        yield block.astype(np.float32), y[start:start + block.shape[0]]
+        start += block.shape[0]
+
+
+# --------------------------------------------------------------------------- delimited text
+
+def label_key(token: str) -> str:
+    """Canonical form of a label token: ``"1"``, ``"1.0"`` and ``" 1"`` are the same class."""
+    token = token.strip()
+    try:
+        v = float(token)
+    except ValueError:
+        return token
+    return str(int(v)) if v.is_integer() else repr(v)
+
+
+def sorted_classes(keys) -> list[str]:
+    """Class labels in index order: numerically if all are numbers, else as strings."""
+    try:
+        return sorted(keys, key=float)
+    except ValueError:
+        return sorted(keys)
+
+
+def _split(line, sep):
+    return line.split(sep) if sep else line.split()
+
+
+def scan_table(path, sep, label_column):
+    """First pass over a delimited file: ``(n_rows, n_fields, set of label keys)``."""
+    n_rows, n_fields, keys = 0, None, set()
+    for lineno, line in iter_lines(path):
+        line = line.strip()
+        if not line:
+            continue
+        fields = _split(line, sep)
+        if n_fields is None:
+            n_fields = len(fields)
+            if label_column is not None and not -n_fields <= label_column < n_fields:
+                raise DataError(f"{path}: label column {label_column} does not exist "
+                                f"(rows have {n_fields} fields)")
+        elif len(fields) != n_fields:
+            raise DataError(f"{path}, line {lineno}: {len(fields)} fields, expected {n_fields}")
+        if label_column is not None:
+            keys.add(label_key(fields[label_column]))
+        n_rows += 1
+    if n_fields is None:
+        raise DataError(f"{path}: no data rows")
+    return n_rows, n_fields, keys
+
+
+def iter_table(path, *, sep, label_column, classes: dict | None, n_fields: int | None,
+               block_rows: int):
+    """Yield ``(X float32, y)`` blocks of a delimited text file, line by line.
+
+    Parameters
+    ----------
+    sep : str or None
+        Field separator; None splits on any whitespace (spaces, tabs, CRLF).
+    label_column : int or None
+        Index of the label field (negative counts from the end); None: no
+        label, every row gets class 0.
+    classes : dict
+        Label key (see `label_key`) -> class index.
+    n_fields : int or None
+        Fields per row, label included; None: fixed by the first row.
+    """
+    rows, ys, linenos = [], [], []
+    for lineno, line in iter_lines(path):
+        line = line.strip()
+        if not line:
+            continue
+        fields = _split(line, sep)
+        if n_fields is None:
+            n_fields = len(fields)
+        if len(fields) != n_fields:
+            raise DataError(f"{path}, line {lineno}: {len(fields)} fields, expected {n_fields}")
+        if label_column is None:
+            ys.append(0)
+        else:
+            token = fields.pop(label_column)
+            cls = classes.get(label_key(token))
+            if cls is None:
+                raise DataError(f"{path}, line {lineno}: label {token.strip()!r} is not one of "
+                                f"the classes {', '.join(classes)}")
+            ys.append(cls)
+        rows.append(fields)
+        linenos.append(lineno)
+        if len(rows) == block_rows:
+            yield _parse_rows(rows, linenos, path), np.array(ys, np.int64)
+            rows, ys, linenos = [], [], []
+    if rows:
+        yield _parse_rows(rows, linenos, path), np.array(ys, np.int64)
+
+
+def _parse_rows(rows, linenos, path):
+    try:
+        return np.array(rows, dtype=np.float32)   # numpy parses the strings itself (fast path)
+    except ValueError:
+        pass
+    for fields, lineno in zip(rows, linenos):     # find the offending field for the message
+        for field in fields:
+            try:
+                float(field)
+            except ValueError:
+                raise DataError(f"{path}, line {lineno}: {field.strip()!r} is not a number") from None
+    raise DataError(f"{path}, lines {linenos[0]}-{linenos[-1]}: cannot parse the numbers")
+
+
+# --------------------------------------------------------------------------- whole-file formats
+
+def read_svmlight(path, n_features=None):
+    """Read an svmlight / LibSVM file (optionally gzipped): ``(CSR float32, label keys)``.
+
+    Loaded whole: scikit-learn's C parser has no incremental interface and
+    the format does not announce its row count.
+    """
+    from sklearn.datasets import load_svmlight_file
+
+    with open_binary(path) as f:
+        try:
+            X, y = load_svmlight_file(f, n_features=n_features, dtype=np.float32)
+        except _STREAM_ERRORS as exc:
+            raise DataError(f"{path}: compressed data are truncated or corrupt ({exc})") from None
+        except ValueError as exc:
+            raise DataError(f"{path}: not a valid svmlight/LibSVM file ({exc})") from None
+    return X.tocsr(), [label_key(repr(float(v))) for v in y]
+
+
+def read_mat(path, xkey=None, ykey=None):
+    """Read a MATLAB v5 file whole (scipy.io): ``(X float32, label keys)``.
+
+    Without keys, the variables ``X``/``y`` are used if present, else
+    ``fea``/``gnd`` (Deng Cai's naming, as in COIL20.mat).
+    """
+    import scipy.io
+    import scipy.sparse as sp
+
+    try:
+        m = scipy.io.loadmat(path)
+    except FileNotFoundError:
+        raise DataError(f"{path} does not exist") from None
+    except (ValueError, TypeError, OSError, NotImplementedError) as exc:
+        raise DataError(f"{path}: not a readable MATLAB v5 file ({exc})") from None
+    if xkey is None:
+        xkey, ykey = ("X", "y") if "X" in m else ("fea", "gnd")
+    missing = [k for k in (xkey, ykey) if k not in m]
+    if missing:
+        have = ", ".join(k for k in m if not k.startswith("__"))
+        raise DataError(f"{path}: no variable {missing[0]!r} (it has: {have})")
+    X, y = m[xkey], np.asarray(m[ykey]).ravel()
+    X = X.tocsr().astype(np.float32) if sp.issparse(X) else np.asarray(X, np.float32)
+    if X.ndim != 2 or X.shape[0] != y.shape[0]:
+        raise DataError(f"{path}: {xkey!r} has shape {X.shape} but {ykey!r} has {y.shape[0]} labels")
+    return X, [label_key(repr(float(v))) for v in y]
+
+
+def read_npz(path):
+    """Read arrays ``X`` and (optional) ``y`` of a .npz file, whole: ``(X float32, keys or None)``."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files if k in ("X", "y")}
+            files = z.files
+    except (ValueError, OSError) as exc:
+        raise DataError(f"{path}: not a readable .npz file ({exc})") from None
+    if "X" not in arrays:
+        raise DataError(f"{path}: no array 'X' (it has: {', '.join(files)})")
+    X = np.asarray(arrays["X"], np.float32)
+    y = arrays["y"].ravel() if "y" in arrays else None
+    if X.ndim != 2 or (y is not None and len(y) != X.shape[0]):
+        raise DataError(f"{path}: 'X' must be 2-D with one 'y' label per row, got X {X.shape}"
+                        f"{'' if y is None else f' and y {y.shape}'}")
+    return X, None if y is None else [label_key(str(v)) for v in y]
+
+
+def open_npy(path, label_column):
+    """A 2-D .npy file through a memory map: ``(n, d, classes, blocks(hint))``.
+
+    The label column (None: unlabelled) is split off; rows are streamed.
+    """
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise DataError(f"{path}: not a readable .npy file ({exc})") from None
+    if arr.ndim != 2:
+        raise DataError(f"{path}: expected a 2-D array, got shape {arr.shape}")
+    n, d = arr.shape
+    keep, classes, values = np.arange(d), None, None
+    if label_column is not None:
+        if not -d <= label_column < d:
+            raise DataError(f"{path}: label column {label_column} does not exist (rows have {d} columns)")
+        col = label_column % d
+        keep = np.delete(keep, col)
+        values = np.unique(np.asarray(arr[:, col], np.float64))   # sorted: class order
+        classes = [label_key(repr(float(v))) for v in values]
+
+    def blocks(hint):
+        step = min(max(hint, 1024), 65536)
+        for s in range(0, n, step):
+            part = np.asarray(arr[s:s + step])
+            y = (np.zeros(len(part), np.int64) if values is None
+                 else np.searchsorted(values, part[:, col].astype(np.float64)).astype(np.int64))
+            yield part[:, keep].astype(np.float32), y
+
+    return n, len(keep), classes, blocks

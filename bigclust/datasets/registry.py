@@ -1,0 +1,299 @@
+"""The named data sets: the shared data folders and the papers' subsets.
+
+One table line per data set.  Sample and class counts are hard-coded (checked
+against the files by the real-data tests), so a run can be planned before
+anything is read.  Labels are remapped to ``0..k-1`` in the sorted order of the
+original labels, among the classes the set keeps.
+"""
+from __future__ import annotations
+
+import os
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DataError
+from .readers import (DatasetInfo, Source, idx_blocks, iter_lines, iter_table, open_npy, read_mat,
+                      read_npz, read_svmlight, scan_table, sorted_classes)
+
+_MNIST_TRAIN = ("mnist/train-images-idx3-ubyte.gz", "mnist/train-labels-idx1-ubyte.gz")
+_MNIST_TEST = ("mnist/t10k-images-idx3-ubyte.gz", "mnist/t10k-labels-idx1-ubyte.gz")
+_LETTER = ("letter/letter-recognition.data.gz",)
+_PEN = ("pendigits/pendigits.tra.gz", "pendigits/pendigits.tes.gz")
+_OPT = ("optdigits/optdigits.tra.gz", "optdigits/optdigits.tes.gz")
+_SAT = ("satimage/sat.trn.gz", "satimage/sat.tst.gz")
+_SHUTTLE = ("shuttle/shuttle.trn.Z", "shuttle/shuttle.tst.gz")
+_NEWS = ("20newsgroups/20news-bydate.tar.gz",)
+_REUTERS = tuple(f"reuters21578/reut2-{i:03d}.sgm.gz" for i in range(22))
+
+_DIGITS = tuple("0123456789")
+_AZ = tuple(string.ascii_uppercase)
+_SEED = 20100101        # the fixed seed of the MNIST 6000 sample (paper 000 year)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    info: DatasetInfo
+    kind: str                             # idx | csv | ws | svmlight | mat | news20 | reuters
+    classes: tuple[str, ...] = ()         # original labels of the files, in sorted order
+    keep: tuple[str, ...] | None = None   # the classes this set keeps (None: all)
+    sample: tuple[int, int] | None = None  # draw m of the files' n rows: (m, n), no replacement
+    first_per_class: int | None = None    # keep the first rows of each class
+    opts: dict = field(default_factory=dict)
+
+
+def _s(name, n, d, k, kind, files, desc, **kw):
+    opts = {o: kw.pop(o) for o in ("label_column", "n_fields", "splits", "min_docs") if o in kw}
+    if "keep" in kw:
+        kw["keep"] = tuple(kw["keep"])
+    return _Spec(DatasetInfo(name, desc, n, d, k, kind in ("news20", "reuters"), tuple(files)),
+                 kind, opts=opts, **kw)
+
+
+_LET = dict(classes=_AZ, label_column=0, n_fields=17)
+_UCI = dict(label_column=-1)
+
+_TABLE = [
+    # name            n       d    k   kind       files                      description
+    _s("mnist",       70000,  784, 10, "idx",     _MNIST_TRAIN + _MNIST_TEST, "MNIST digits, 60000 training then 10000 test images", classes=_DIGITS),
+    _s("mnist-6000",  6000,   784, 10, "idx",     _MNIST_TRAIN,  "6000 MNIST training images drawn at random, seed 20100101 (paper 000)", classes=_DIGITS, sample=(6000, 60000)),
+    _s("mnist-0-4",   30596,  784, 5,  "idx",     _MNIST_TRAIN,  "MNIST training images of digits 0-4", classes=_DIGITS, keep="01234"),
+    _s("mnist-6000-0-4", 3064, 784, 5, "idx",     _MNIST_TRAIN,  "digits 0-4 of mnist-6000 (paper 000's MNIST (0-4), 3031 there)", classes=_DIGITS, sample=(6000, 60000), keep="01234"),
+    _s("mnist-test-500", 500, 784, 10, "idx",     _MNIST_TEST,   "first 50 MNIST test images of each digit (paper 002, raw pixels)", classes=_DIGITS, first_per_class=50),
+    _s("coil20",      1440,  1024, 20, "mat",     ("coil20/COIL20.mat",), "COIL-20 objects, 72 poses each, 32x32 (paper 002)", classes=tuple(map(str, range(1, 21)))),
+    _s("letter",      20000,  16,  26, "csv",     _LETTER,       "UCI letter recognition, all 26 letters", **_LET),
+    _s("letter-a-e",  3864,   16,  5,  "csv",     _LETTER,       "UCI letters A-E (paper 000)", keep="ABCDE", **_LET),
+    _s("letter-f-j",  3784,   16,  5,  "csv",     _LETTER,       "UCI letters F-J (paper 000)", keep="FGHIJ", **_LET),
+    _s("letter-k-o",  3828,   16,  5,  "csv",     _LETTER,       "UCI letters K-O (paper 000)", keep="KLMNO", **_LET),
+    _s("letter-p-t",  3888,   16,  5,  "csv",     _LETTER,       "UCI letters P-T (paper 000)", keep="PQRST", **_LET),
+    _s("letter-u-z",  4636,   16,  6,  "csv",     _LETTER,       "UCI letters U-Z (paper 000)", keep="UVWXYZ", **_LET),
+    _s("optdigits",   5620,   64,  10, "csv",     _OPT,          "UCI optical digits, training then test (paper 000)", classes=_DIGITS, **_UCI),
+    _s("pendigits",   7494,   16,  10, "csv",     _PEN[:1],      "UCI pen digits, training set (paper 000)", classes=_DIGITS, **_UCI),
+    _s("pendigits-all", 10992, 16, 10, "csv",     _PEN,          "UCI pen digits, training then test", classes=_DIGITS, **_UCI),
+    _s("satimage",    4435,   36,  6,  "ws",      _SAT[:1],      "UCI Statlog Landsat, training set (paper 000)", classes=tuple("123457"), **_UCI),
+    _s("satimage-all", 6435,  36,  6,  "ws",      _SAT,          "UCI Statlog Landsat, training then test", classes=tuple("123457"), **_UCI),
+    _s("shuttle",     14500,  9,   7,  "ws",      _SHUTTLE[1:],  "UCI Statlog shuttle, test set (paper 000)", classes=tuple("1234567"), **_UCI),
+    _s("shuttle-all", 58000,  9,   7,  "ws",      _SHUTTLE,      "UCI Statlog shuttle, training then test", classes=tuple("1234567"), **_UCI),
+    _s("vehicle",     846,    18,  4,  "svmlight", ("vehicle/vehicle.scale.gz",), "Statlog vehicle silhouettes, LibSVM scaled (paper 000)", classes=tuple("1234")),
+    _s("news20",      7515,   -1,  20, "news20",  _NEWS,         "20 Newsgroups bydate test split (7532 docs, 17 empty dropped), term counts; stands in for paper 000's LibSVM NEWS20", splits=("test",)),
+    _s("news20-all",  18809,  -1,  20, "news20",  _NEWS,         "20 Newsgroups bydate, training then test (18846 docs, 37 empty dropped), term counts", splits=("train", "test")),
+    _s("reuters",     9465,   -1,  51, "reuters", _REUTERS,      "Reuters-21578 single-topic documents, topics with >= 5 (paper 001)", min_docs=5),
+]
+_BY_NAME = {spec.info.name: spec for spec in _TABLE}
+
+
+def list_datasets() -> list[DatasetInfo]:
+    """The `DatasetInfo` of every named data set, in table order."""
+    return [spec.info for spec in _TABLE]
+
+
+def _spec(name) -> _Spec:
+    spec = _BY_NAME.get(name)
+    if spec is None:
+        raise DataError(f"unknown data set {name!r}; known: {', '.join(_BY_NAME)}")
+    return spec
+
+
+def get_info(name: str) -> DatasetInfo:
+    """The `DatasetInfo` of the named data set.
+
+    Raises
+    ------
+    DataError
+        If the name is not in the registry (the message lists the known ones).
+    """
+    return _spec(name).info
+
+
+def default_root() -> Path:
+    """The data root: ``$BIGCLUST_DATA`` if set and not empty, else ``./data``."""
+    env = os.environ.get("BIGCLUST_DATA", "").strip()
+    return Path(env).expanduser() if env else Path.cwd() / "data"
+
+
+def open_dataset(name: str, root=None) -> Source:
+    """Open a named data set under ``root`` (default: `default_root`).
+
+    Nothing is read yet except the check that every file exists; a text
+    corpus is read and vectorised on first use of its chunks, vocabulary or
+    class names.
+
+    Raises
+    ------
+    DataError
+        For an unknown name or a missing file.
+    """
+    spec = _spec(name)
+    root = Path(root).expanduser() if root is not None else default_root()
+    paths = [root / f for f in spec.info.files]
+    for p in paths:
+        if not p.is_file():
+            raise DataError(f"data set {name!r} needs {p}, which does not exist "
+                            f"(set --root or BIGCLUST_DATA)")
+    if spec.kind in ("news20", "reuters"):
+        from . import text
+
+        if spec.kind == "news20":
+            return text.news20_source(spec.info, paths[0], spec.opts["splits"])
+        return text.reuters_source(spec.info, paths, spec.opts["min_docs"])
+    kept = list(spec.keep) if spec.keep is not None else list(spec.classes)
+    return Source(spec.info, lambda hint: _selected(spec, paths, hint), class_names=kept)
+
+
+def _raw_blocks(spec: _Spec, paths, hint):
+    """``(X, y)`` blocks of every file in order, ``y`` indexing ``spec.classes``."""
+    classes = {c: i for i, c in enumerate(spec.classes)}
+    # Reads of about the chunk size, but never a huge block (a 60000-row
+    # MNIST chunk is read as four blocks and reassembled).
+    block_rows = min(max(hint, 1024), 16384)
+    if spec.kind == "idx":
+        for images, labels in zip(paths[::2], paths[1::2]):
+            yield from idx_blocks(images, labels, classes, block_rows)
+    elif spec.kind in ("csv", "ws"):
+        for p in paths:
+            yield from iter_table(p, sep="," if spec.kind == "csv" else None,
+                                  label_column=spec.opts["label_column"], classes=classes,
+                                  n_fields=spec.opts["n_fields"] if "n_fields" in spec.opts
+                                  else spec.info.n_features + 1, block_rows=block_rows)
+    else:
+        if spec.kind == "svmlight":
+            X, keys = read_svmlight(paths[0], n_features=spec.info.n_features)
+            X = X.toarray()
+        else:
+            X, keys = read_mat(paths[0], "fea", "gnd")
+        unknown = sorted(set(keys) - set(classes))
+        if unknown:
+            raise DataError(f"{paths[0]}: label {unknown[0]!r} is not one of the classes "
+                            f"{', '.join(spec.classes)}")
+        yield X, np.array([classes[k] for k in keys], np.int64)
+
+
+def _selected(spec: _Spec, paths, hint):
+    """`_raw_blocks` after the subset rules, labels remapped to the kept classes."""
+    kept = spec.keep if spec.keep is not None else spec.classes
+    lut = np.full(len(spec.classes), -1, np.int64)
+    lut[[spec.classes.index(c) for c in kept]] = np.arange(len(kept))
+    chosen = None
+    if spec.sample is not None:
+        # The sample is a fixed sorted index set over all rows of the files,
+        # so streaming keeps exactly the same rows whatever the chunk size.
+        m, n = spec.sample
+        chosen = np.sort(np.random.default_rng(_SEED).choice(n, m, replace=False))
+    taken = np.zeros(len(spec.classes), np.int64)
+    offset = 0
+    for X, y in _raw_blocks(spec, paths, hint):
+        keep = lut[y] >= 0
+        if chosen is not None:
+            lo, hi = np.searchsorted(chosen, [offset, offset + len(y)])
+            picked = np.zeros(len(y), bool)
+            picked[chosen[lo:hi] - offset] = True
+            keep &= picked
+        if spec.first_per_class is not None:
+            for i in np.flatnonzero(keep):
+                taken[y[i]] += 1
+                keep[i] = taken[y[i]] <= spec.first_per_class
+        offset += len(y)
+        if keep.all():
+            yield X, lut[y]
+        elif keep.any():
+            idx = np.flatnonzero(keep)
+            yield X[idx], lut[y[idx]]
+
+
+# --------------------------------------------------------------------------- single files
+
+_EXTENSIONS = {
+    ".npy": "npy", ".npz": "npz", ".mat": "mat", ".csv": "csv", ".txt": "csv", ".data": "csv",
+    ".dat": "csv", ".svm": "svmlight", ".libsvm": "svmlight", ".svmlight": "svmlight",
+}
+FORMATS = ("npy", "npz", "csv", "svmlight", "mat")
+
+
+def _guess_format(path: Path) -> str:
+    name = path.name
+    for z in (".gz", ".Z"):
+        name = name.removesuffix(z)
+    fmt = _EXTENSIONS.get(Path(name).suffix.lower())
+    if fmt is None:
+        raise DataError(f"cannot tell the format of {path} from its extension; pass fmt= one of "
+                        f"{', '.join(FORMATS)}")
+    return fmt
+
+
+def _file_source(path, fmt, n, d, classes, blocks, sparse=False):
+    info = DatasetInfo(path.name, f"{fmt} file {path}", n, d, len(classes) if classes else 1,
+                       sparse, (str(path),))
+    return Source(info, blocks, class_names=classes)
+
+
+def _in_memory(path, fmt, X, keys):
+    """A Source over a whole-file ``X`` with label keys (None: unlabelled)."""
+    import scipy.sparse as sp
+
+    classes, y = None, np.zeros(X.shape[0], np.int64)
+    if keys is not None:
+        classes = sorted_classes(set(keys))
+        index = {c: i for i, c in enumerate(classes)}
+        y = np.fromiter((index[k] for k in keys), np.int64, len(keys))
+    return _file_source(path, fmt, X.shape[0], X.shape[1], classes,
+                        lambda hint: iter([(X, y)]), sp.issparse(X))
+
+
+def open_file(path, fmt: str | None = None, label_column: int | None = -1) -> Source:
+    """Open one data file of a generic format as a `Source`.
+
+    Parameters
+    ----------
+    path : str or Path
+    fmt : {"npy", "npz", "csv", "svmlight", "mat"} or None
+        None: from the extension: ``.npy``; ``.npz``; ``.csv``, ``.txt``,
+        ``.data``, ``.dat``; ``.svm``, ``.libsvm``, ``.svmlight``; ``.mat``.
+        Text formats may be compressed (``.gz`` or ``.Z`` after it).
+    label_column : int or None
+        For csv and npy, the column holding the label (negative counts from
+        the end); None: no labels, every row is class 0.  A .npz holds arrays
+        ``X`` and (optionally) ``y``; a .mat holds ``X``/``y`` or ``fea``/``gnd``.
+
+    Returns
+    -------
+    Source
+        Labels are remapped to ``0..k-1`` in the sorted order of the original
+        labels (numeric order when all are numbers).  CSV files use commas if
+        the first row has one, whitespace otherwise, and are read twice (once
+        to count rows and collect labels).  svmlight rows are CSR unless at
+        least half the entries are stored.  npy is streamed through a memory
+        map and csv line by line; npz, svmlight and mat are loaded whole.
+
+    Raises
+    ------
+    DataError
+        Unknown format, missing or malformed file.
+    """
+    path = Path(path).expanduser()
+    fmt = _guess_format(path) if fmt is None else fmt
+    if fmt not in FORMATS:
+        raise DataError(f"unknown file format {fmt!r}; known: {', '.join(FORMATS)}")
+    if not path.is_file():
+        raise DataError(f"{path} does not exist")
+    if fmt == "csv":
+        first = next((line for _, line in iter_lines(path) if line.strip()), "")
+        sep = "," if "," in first else None
+        n, n_fields, keys = scan_table(path, sep, label_column)
+        classes = sorted_classes(keys) if label_column is not None else None
+        index = {c: i for i, c in enumerate(classes)} if classes else None
+        return _file_source(path, fmt, n, n_fields - (label_column is not None), classes,
+                            lambda hint: iter_table(path, sep=sep, label_column=label_column,
+                                                    classes=index, n_fields=n_fields,
+                                                    block_rows=min(max(hint, 1024), 65536)))
+    if fmt == "npy":
+        return _file_source(path, fmt, *open_npy(path, label_column))
+    if fmt == "npz":
+        return _in_memory(path, fmt, *read_npz(path))
+    if fmt == "svmlight":
+        X, keys = read_svmlight(path)
+        if X.nnz >= 0.5 * X.shape[0] * X.shape[1]:
+            X = X.toarray()
+        return _in_memory(path, fmt, X, keys)
+    return _in_memory(path, fmt, *read_mat(path))

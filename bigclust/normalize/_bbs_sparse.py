@@ -1,0 +1,184 @@
+"""Euclidean BBS restricted to the support E of a sparse kernel (O(nnz) per pass).
+
+The problem is ``min ||G - K||_F^2`` over symmetric G supported on E (the stored
+pattern of K; entries outside E stay 0) with ``G1 = 1`` and ``G >= 0``.
+
+Projection onto the affine set within the support.  The nearest symmetric,
+E-supported A' with ``A'1 = 1`` to a symmetric E-supported A is **not** the
+dense formula of Alg. 1 applied to the stored entries (that would move mass
+onto the missing entries and then drop it).  Its KKT conditions give
+``A'_ij = A_ij + mu_i + mu_j`` on E, and the row sums then require
+
+    (D + A_E) mu = 1 - A 1,
+
+with ``D = diag(|E_i|)`` and ``A_E`` the 0/1 adjacency of E (a stored diagonal
+entry counts in both, i.e. twice): a linear system with the *signless
+Laplacian* of the support graph, solved here by Jacobi-preconditioned CG,
+warm-started from the previous iteration's solution when that is the better
+start.  For the complete pattern ``D + A_E = nI + 11^T`` and the solution is
+the closed form of Alg. 1 (``mu_i + mu_j = (1 + S/n)/n - (r_i + r_j)/n``).
+The system is singular exactly on bipartite components of E, where it is
+solvable only if such a component admits unit row sums at all.
+
+Dykstra and the dual Newton method carry over with ``K + mu 1^T + 1 mu^T``
+read on E only (same derivations as the dense module).
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ._common import (NormalizeConvergenceWarning, NormalizeInfo, kernels, like_sparse, pcg, row_ids,
+                      warn_not_converged)
+from ._newton import newton
+from ..errors import DataError
+
+
+class Support:
+    """The support graph E of a canonical CSR K and its signless Laplacian solver."""
+
+    def __init__(self, K):
+        self.K = K
+        self.n = K.shape[0]
+        self.indptr, self.indices = K.indptr, K.indices
+        empty = np.flatnonzero(np.diff(self.indptr) == 0)
+        if empty.size:
+            raise DataError(f"K has an empty row (row {empty[0]}): no bi-stochastic matrix is supported "
+                            "on K's sparsity pattern")
+        rows = row_ids(self.indptr)
+        self.rows = rows
+        self.diag_stored = np.zeros(self.n, dtype=bool)
+        self.diag_stored[rows[self.indices == rows]] = True
+        self.kdiag = np.asarray(K.diagonal(), dtype=np.float64)
+        self.diag = np.diff(self.indptr) + self.diag_stored
+        self._out = np.empty(self.n)
+        self.n_cg = 0
+        self._warned = False
+
+    def laplacian_matvec(self, v):
+        kernels().pattern_jvp(self.indptr, self.indices, v, self._out)
+        return self._out.copy()
+
+    def solve(self, b, x_prev=None):
+        """``(D + A_E) x = b`` by CG from the better of 0 and ``x_prev``."""
+        x0 = np.zeros(self.n)
+        if x_prev is not None and np.linalg.norm(b - self.laplacian_matvec(x_prev)) < np.linalg.norm(b):
+            x0 = x_prev
+        x, it, ok = pcg(self.laplacian_matvec, b, x0, 1.0 / self.diag, rtol=1e-12,
+                        maxiter=max(100, min(10 * self.n, 5000)))
+        self.n_cg += it
+        if not ok and not self._warned:
+            self._warned = True
+            res = np.linalg.norm(b - self.laplacian_matvec(x)) / max(np.linalg.norm(b), 1e-300)
+            warnings.warn(f"sparse BBS: the support projection's CG stopped at relative residual {res:.2g} "
+                          "(the support graph may have a bipartite component with no unit-row-sum matrix)",
+                          NormalizeConvergenceWarning, stacklevel=4)
+        return x
+
+    def evaluate(self, data, mu):
+        n = self.n
+        r, sq, cnt = np.empty(n), np.empty(n), np.empty(n, dtype=np.int64)
+        kernels().csr_dual_eval(data, self.indices, self.indptr, mu, r, sq, cnt)
+        return r, sq, cnt
+
+    def class_sums(self, data, codes):
+        r, rc = np.empty(self.n), np.empty(self.n)
+        kernels().csr_class_sums(data, self.indices, self.indptr, codes, 0, r, rc)
+        return r, rc
+
+    def dual_class_sums(self, mu, codes):
+        out = np.empty(self.K.data.shape[0])
+        kernels().csr_dual_form(self.K.data, self.indices, self.indptr, mu, out, np.empty(self.n))
+        return self.class_sums(out, codes)
+
+
+def alternating(template, K, dt, n_iter, tol, hist):
+    """Alg. 1 within the support: support projection (CG), then clip, fused."""
+    sup = Support(K)
+    data = K.data.astype(dt, copy=True)
+    r = np.bincount(sup.rows, weights=data, minlength=sup.n)
+    mu = None
+    t, err, converged = 0, float(np.abs(r - 1.0).max()), False
+    for t in range(1, n_iter + 1):
+        mu = sup.solve(1.0 - r, mu)
+        kernels().csr_alt_pass(data, sup.indices, sup.indptr, mu, r)
+        err = float(np.abs(r - 1.0).max())
+        if hist.due(t):
+            hist.add(t, r, sup.class_sums(data, hist.codes)[1] if hist.wants_classes else None)
+        if tol is not None and err <= tol:
+            converged = True
+            break
+    if tol is not None and not converged:
+        warn_not_converged("sparse BBS (alternating)", t, err, tol)
+    G = like_sparse(template, data, sup.indices.copy(), sup.indptr.copy(), K.shape)
+    return G, NormalizeInfo(n_iter=t, converged=converged or tol is None, row_err=err, history=hist.rows,
+                            method="bbs/alternating", n_inner=sup.n_cg)
+
+
+def dykstra(template, K, dt, n_iter, tol, hist):
+    """Dykstra in the ``K + m 1^T + 1 m^T`` form, each step a support projection."""
+    sup = Support(K)
+    m = np.zeros(sup.n)
+    r = sup.evaluate(K.data, m)[0]
+    delta = None
+    t, err, converged = 0, float(np.abs(r - 1.0).max()), False
+    if tol is not None and err <= tol:
+        converged = True
+    else:
+        for t in range(1, n_iter + 1):
+            delta = sup.solve(1.0 - r, delta)
+            m += delta
+            r = sup.evaluate(K.data, m)[0]
+            err = float(np.abs(r - 1.0).max())
+            if hist.due(t):
+                hist.add(t, r, sup.dual_class_sums(m, hist.codes)[1] if hist.wants_classes else None)
+            if tol is not None and err <= tol:
+                converged = True
+                break
+    if tol is not None and not converged:
+        warn_not_converged("sparse BBS (dykstra)", t, err, tol)
+    G, info = _finish(template, sup, m, dt, "bbs/dykstra")
+    info.n_iter, info.converged, info.history = t, converged or tol is None, hist.rows
+    return G, info
+
+
+def dual(template, K, dt, n_iter, tol, hist, mu0=None):
+    """Semismooth Newton on the dual with the active set read from K's stored entries."""
+    sup = Support(K)
+    nb = kernels()
+    if mu0 is None:  # the support projection of K itself
+        mu0 = sup.solve(1.0 - np.bincount(sup.rows, weights=K.data, minlength=sup.n))
+    out = np.empty(sup.n)
+
+    def jacobian(mu, cnt):
+        diag = cnt + (sup.diag_stored & (sup.kdiag + 2.0 * mu > 0.0))
+
+        def matvec(v):
+            nb.csr_dual_jvp(K.data, sup.indices, sup.indptr, mu, v, out)
+            return out.copy()
+        return matvec, diag
+
+    mu, k, converged, err, n_cg = newton(lambda mu: sup.evaluate(K.data, mu), jacobian, mu0, tol, n_iter,
+                                         hist, lambda mu: sup.dual_class_sums(mu, hist.codes))
+    if not converged:
+        warn_not_converged("sparse BBS (dual Newton)", k, err, tol)
+    G, info = _finish(template, sup, mu, dt, "bbs/dual")
+    info.n_iter, info.converged, info.history, info.n_inner = k, converged, hist.rows, n_cg + sup.n_cg
+    return G, info
+
+
+def _finish(template, sup, mu, dt, method):
+    K = sup.K
+    data = np.empty(K.data.shape[0], dtype=dt)
+    r = np.empty(sup.n)
+    kernels().csr_dual_form(K.data, sup.indices, sup.indptr, mu, data, r)
+    g = data.astype(np.float64)
+    lam = g - (K.data + (mu[sup.rows] + mu[sup.indices]))
+    err = float(np.abs(r - 1.0).max())
+    kkt = {"primal_row_err": err, "primal_min": float(g.min(initial=0.0)),
+           "dual_feasibility": float(max(0.0, -lam.min(initial=0.0))),
+           "complementarity": float(np.abs(lam * g).max(initial=0.0))}
+    G = like_sparse(template, data, sup.indices.copy(), sup.indptr.copy(), K.shape)
+    return G, NormalizeInfo(n_iter=0, converged=True, row_err=err, kkt=kkt, method=method, mu=mu,
+                            n_inner=sup.n_cg)

@@ -1,0 +1,104 @@
+"""Reports: Markdown, CSV and JSON tables of a run's results, and figures.
+
+Every file is written to a temporary name and renamed into place, so an
+interrupted report never leaves a half-written table behind.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import time
+from pathlib import Path
+
+from . import __version__
+
+COLUMNS = ("method", "params", "acc_avg", "acc_max", "nmi_avg", "nmi_max", "MB", "MC", "seconds")
+
+
+def _fmt_cell(v):
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1e-3 and v != 0 else f"{v:.4f}" if abs(v) < 10 else f"{v:.1f}"
+    if isinstance(v, dict):
+        return " ".join(f"{k}={v2}" for k, v2 in v.items()) or "-"
+    return "-" if v is None else str(v)
+
+
+def markdown_table(records, columns=COLUMNS) -> str:
+    """A GitHub-flavoured Markdown table, one row per record."""
+    cols = [c for c in columns if any(c in r for r in records)]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in records:
+        lines.append("| " + " | ".join(_fmt_cell(r.get(c)) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def _atomic_write(path: Path, text: str | bytes):
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    mode = "wb" if isinstance(text, bytes) else "w"
+    with open(tmp, mode) as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def write(out_dir, records, cfg, *, plots=True):
+    """Write ``results.{json,csv,md}``, ``run.json`` and (when recorded) the MB/MC figure.
+
+    Parameters
+    ----------
+    out_dir : Path
+        Output folder (created).
+    records : list of dict
+        From :func:`bigclust.pipeline.run`; ``history`` entries go to the
+        figure and are left out of the CSV.
+    cfg : bigclust.config.Config
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    slim = [{k: v for k, v in r.items() if k != "history"} for r in records]
+    _atomic_write(out_dir / "results.json", json.dumps(records, indent=1, default=float))
+    buf = io.StringIO()
+    keys = []
+    for r in slim:
+        keys += [k for k in r if k not in keys]
+    w = csv.DictWriter(buf, fieldnames=keys)
+    w.writeheader()
+    for r in slim:
+        w.writerow({k: json.dumps(v, sort_keys=True) if isinstance(v, dict) else v for k, v in r.items()})
+    _atomic_write(out_dir / "results.csv", buf.getvalue())
+    title = f"# {cfg.path.name}: {records[0]['dataset'] if records else ''}\n\n"
+    _atomic_write(out_dir / "results.md", title + markdown_table(slim) + "\n")
+    if plots and any(r.get("history") for r in records):
+        plot_quality(out_dir / "quality.png", records)
+    _atomic_write(out_dir / "run.json", json.dumps({
+        "config_hash": cfg.hash, "config_file": str(cfg.path.resolve()), "bigclust_version": __version__,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": cfg.sections}, indent=1, default=str))
+
+
+def plot_quality(path, records):
+    """MB and MC against iterations, log scale, one curve per (method, γ) (paper 000 Figs. 1-2)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
+    for r in records:
+        h = r.get("history")
+        if not h:
+            continue
+        it = [x[0] for x in h]
+        label = f"{r['method'].upper()} " + " ".join(f"{k}={v}" for k, v in r["params"].items()
+                                                      if k in ("gamma", "n_neighbors"))
+        for ax, col in zip(axes, (1, 2)):
+            vals = [max(x[col], 1e-300) for x in h]
+            ax.semilogy(it, vals, label=label)
+    for ax, name in zip(axes, ("MB", "MC")):
+        ax.set_xlabel("iteration")
+        ax.set_ylabel(name)
+        ax.set_title(name + " (lower is better)")
+        ax.legend(fontsize=7)
+    tmp = Path(path).with_name(f".{Path(path).name}.tmp-{os.getpid()}.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)

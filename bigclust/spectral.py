@@ -1,0 +1,107 @@
+"""Spectral embedding: top-k eigenvectors, rows normalised (Ng, Jordan, Weiss).
+
+For a symmetric similarity P (RA: K; Ncut: D^-1/2 K D^-1/2; SK/BBS: the
+bi-stochastic matrix) the embedding is the k eigenvectors of the largest
+eigenvalues, each row scaled to unit length (paper 000 section III-B).
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import UserError
+
+EIGH_MAX_N = 2000  # above this a full dense eigendecomposition costs more than Lanczos
+
+
+def top_eigenvectors(P, k, *, solver="auto", random_state=0):
+    """Eigenvectors of the ``k`` largest (algebraic) eigenvalues of symmetric ``P``.
+
+    Parameters
+    ----------
+    P : ndarray or scipy.sparse matrix, shape (n, n), symmetric
+    k : int
+        Number of eigenvectors, 1 <= k < n.
+    solver : {"auto", "eigh", "eigsh", "lobpcg"}
+        ``auto``: dense ``eigh`` for n <= 2000, else ``eigsh`` (ARPACK) with a
+        fallback to ``lobpcg`` when ARPACK does not converge (with a warning).
+    random_state : int
+        Seeds the start vector so that runs are reproducible.
+
+    Returns
+    -------
+    values : (k,) ndarray, descending
+    vectors : (n, k) ndarray, columns with a fixed sign (largest-magnitude
+        entry positive) so that the embedding does not depend on the solver's
+        arbitrary sign choice.
+    """
+    n = P.shape[0]
+    if not 1 <= k < n:
+        raise UserError(f"number of eigenvectors k={k} must be between 1 and n-1={n - 1}")
+    if solver == "auto":
+        solver = "eigh" if (n <= EIGH_MAX_N and not sp.issparse(P)) or n <= 200 else "eigsh"
+    if solver == "eigh":
+        from scipy.linalg import eigh
+        A = P.toarray() if sp.issparse(P) else np.asarray(P, dtype=np.float64)
+        vals, vecs = eigh(A, subset_by_index=[n - k, n - 1])
+    elif solver == "eigsh":
+        from scipy.sparse.linalg import ArpackNoConvergence, eigsh
+        v0 = np.random.default_rng(random_state).uniform(0.5, 1.5, n)
+        try:
+            vals, vecs = eigsh(_as_operand(P), k=k, which="LA", v0=v0, tol=1e-10,
+                               maxiter=max(5000, 20 * n))
+        except ArpackNoConvergence:
+            warnings.warn(f"eigsh did not converge for k={k}, n={n}; falling back to lobpcg",
+                          RuntimeWarning, stacklevel=2)
+            vals, vecs = _lobpcg(P, k, random_state)
+    elif solver == "lobpcg":
+        vals, vecs = _lobpcg(P, k, random_state)
+    else:
+        raise UserError(f"unknown eigensolver {solver!r}; expected auto, eigh, eigsh or lobpcg")
+    order = np.argsort(vals)[::-1]
+    vals, vecs = vals[order], np.asarray(vecs[:, order], dtype=np.float64)
+    idx = np.argmax(np.abs(vecs), axis=0)
+    vecs *= np.sign(vecs[idx, np.arange(vecs.shape[1])])
+    return vals, vecs
+
+
+def _as_operand(P):
+    if sp.issparse(P):
+        return sp.csr_matrix(P, dtype=np.float64)
+    return np.asarray(P, dtype=np.float64)
+
+
+def _lobpcg(P, k, random_state):
+    from scipy.sparse.linalg import lobpcg
+    n = P.shape[0]
+    X0 = np.random.default_rng(random_state).standard_normal((n, k))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        vals, vecs = lobpcg(_as_operand(P), X0, largest=True, tol=1e-8, maxiter=2000)
+    return vals, vecs
+
+
+def embed(P, k, *, solver="auto", random_state=0):
+    """Row-normalised spectral embedding (n, k) of a symmetric similarity.
+
+    Rows of zero length (isolated points) are left at zero rather than
+    divided by zero; k-means then places them with whichever centre is
+    nearest the origin.
+    """
+    _, V = top_eigenvectors(P, k, solver=solver, random_state=random_state)
+    norms = np.linalg.norm(V, axis=1)
+    nz = norms > 0
+    V[nz] /= norms[nz, None]
+    return V
+
+
+def check_connected(K) -> int:
+    """Number of connected components of the graph of ``K`` (warns if > 1)."""
+    from scipy.sparse.csgraph import connected_components
+    A = K if sp.issparse(K) else sp.csr_matrix(np.asarray(K) != 0)
+    ncomp, _ = connected_components(A, directed=False)
+    if ncomp > 1:
+        warnings.warn(f"affinity graph has {ncomp} connected components", RuntimeWarning, stacklevel=2)
+    return ncomp

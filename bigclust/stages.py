@@ -1,0 +1,236 @@
+"""The pipeline's stages: each reads named arrays from the store and writes its own.
+
+Every stage function takes the store path, the keys of its inputs and its
+parameters, and is importable at module level so that it can be shipped to a
+``dask.distributed`` worker unchanged.  Stages that are data-parallel over row
+blocks build Dask graphs (whatever scheduler is active runs the blocks);
+stages that need all rows at once (normalisation in memory, eigenvectors,
+k-means restarts) run as one task.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import DataError, UserError
+from .store import Store, is_sparse, read_matrix, write_csr, write_dense
+
+# -- ingest ---------------------------------------------------------------------
+
+
+def open_source(data: dict, base):
+    """The data source named by a ``[data]`` section (``base``: folder for relative paths)."""
+    from pathlib import Path
+
+    from .datasets import open_dataset, open_file
+
+    if data.get("name"):
+        root = data.get("root")
+        if root is not None and not Path(root).is_absolute():
+            root = Path(base) / root
+        return open_dataset(data["name"], root)
+    p = Path(data["path"])
+    p = p if p.is_absolute() else Path(base) / p
+    return open_file(p, label_column=data.get("label_column", -1))
+
+
+def _check_finite(X, row0, name):
+    vals = X.data if sp.issparse(X) else X
+    bad = ~np.isfinite(vals)
+    if bad.any():
+        if sp.issparse(X):
+            row = int(np.searchsorted(X.indptr, np.flatnonzero(bad)[0], side="right") - 1)
+        else:
+            row = int(np.flatnonzero(bad.any(axis=1))[0])
+        raise DataError(f"data set {name!r} has NaN or inf values (first in row {row0 + row})")
+
+
+def ingest(store_path, key, attrs, source, chunk_rows, progress=None):
+    """Stream ``source`` in row chunks into ``stages/ingest/<key>`` (arrays X, y).
+
+    Dense X is appended chunk by chunk to a row-chunked zarr array, so the
+    raw file is never in memory as a whole where its reader streams.  Sparse
+    (text) X is stored as CSR parts.
+    """
+    store = Store(store_path)
+    info = source.info
+    with store.write("ingest", key, attrs) as g:
+        n_done = 0
+        ys, sparse_parts = [], []
+        X_arr = None
+        for Xc, yc in source.iter_chunks(chunk_rows):
+            _check_finite(Xc, n_done, info.name)
+            if sp.issparse(Xc):
+                sparse_parts.append(sp.csr_matrix(Xc, dtype=np.float32))
+            else:
+                Xc = np.asarray(Xc, dtype=np.float32)
+                if X_arr is None:
+                    X_arr = g.create_array("X", shape=(0, Xc.shape[1]), chunks=(chunk_rows, Xc.shape[1]),
+                                           dtype=np.float32, fill_value=0)
+                X_arr.resize((n_done + Xc.shape[0], Xc.shape[1]))
+                X_arr[n_done:n_done + Xc.shape[0]] = Xc
+            ys.append(np.asarray(yc, dtype=np.int64))
+            n_done += Xc.shape[0]
+            if progress is not None:
+                progress(Xc.shape[0])
+        if n_done == 0:
+            raise DataError(f"data set {info.name!r} has no rows")
+        if sparse_parts:
+            X = sp.vstack(sparse_parts, format="csr")
+            write_csr(g, "X", X)
+            d = X.shape[1]
+        else:
+            d = X_arr.shape[1]
+        y = np.concatenate(ys)
+        write_dense(g, "y", y)
+        g.attrs.update({"n_samples": int(n_done), "n_features": int(d),
+                        "n_classes": int(np.unique(y).size) if y.size and y.min() >= 0 else 0,
+                        "sparse": bool(sparse_parts), "dataset": info.name,
+                        "class_names": list(source.class_names or []),
+                        "has_labels": bool(y.size and y.min() >= 0)})
+
+
+# -- preprocess -----------------------------------------------------------------
+
+
+def _l2_block(X, block_info=None):
+    from .preprocess import l2_normalize
+    row0 = block_info[0]["array-location"][0][0] if block_info else 0
+    return l2_normalize(X, row_offset=row0)
+
+
+def preprocess(store_path, key, attrs, in_key, params, chunk_rows):
+    """tf-idf (sparse text), L2 normalisation and PCA, into ``stages/preprocess/<key>``.
+
+    Dense data are transformed block by block through Dask; sparse text
+    (a few tens of thousands of documents) is weighted in memory because idf
+    needs every document first.
+    """
+    import dask.array as da
+
+    from .preprocess import l2_normalize, pca_fit, pca_transform, tfidf
+
+    store = Store(store_path)
+    src = store.open("ingest", in_key)
+    with store.write("preprocess", key, attrs) as g:
+        if is_sparse(src, "X"):
+            X = read_matrix(src, "X")
+            X, _ = tfidf(X, local=params["tfidf_local"], global_=params["tfidf_global"],
+                         normalize=params["tfidf_normalize"])
+            empty = np.flatnonzero(np.diff(X.indptr) == 0)
+            if empty.size:
+                raise DataError(f"{empty.size} document(s) have no terms left after stop words and "
+                                f"min_df (first: row {int(empty[0])}); they cannot be clustered")
+            if params["l2_normalize"]:
+                X = l2_normalize(X)
+            if params["pca"]:
+                mean, comps = pca_fit(X, params["pca"])
+                write_dense(g, "X", pca_transform(X, mean, comps), chunk_rows=chunk_rows)
+            else:
+                write_csr(g, "X", X.astype(np.float32))
+        else:
+            Xd = read_matrix(src, "X", lazy=True)
+            if params["l2_normalize"]:
+                Xd = Xd.map_blocks(_l2_block, dtype=Xd.dtype)
+            if params["pca"]:
+                X = Xd.compute()
+                mean, comps = pca_fit(X, params["pca"])
+                Xd = da.from_array(pca_transform(X, mean, comps), chunks=(chunk_rows, params["pca"]))
+            write_dense(g, "X", Xd, chunk_rows=chunk_rows, dtype=np.float32)
+
+
+# -- affinity -------------------------------------------------------------------
+
+
+def affinity(store_path, key, attrs, in_key, params, seed):
+    """The kernel matrix K into ``stages/affinity/<key>`` (dense blocks or CSR)."""
+    from .affinity import dense_kernel, knn_kernel
+
+    store = Store(store_path)
+    X = read_matrix(store.open("preprocess", in_key), "X")
+    dtype = np.dtype(params["dtype"])
+    with store.write("affinity", key, attrs) as g:
+        if params["kind"] == "knn":
+            K = knn_kernel(X, params["n_neighbors"], params["gamma"], random_state=seed, dtype=dtype)
+            write_csr(g, "K", K)
+        else:
+            K = dense_kernel(X, params["kind"], params["gamma"], dtype=dtype)
+            write_dense(g, "K", K, chunk_rows=K.chunks[0][0])
+
+
+# -- normalise + embed ----------------------------------------------------------
+
+
+def embed(store_path, key, attrs, aff_key, method, params, k, y, max_memory, seed):
+    """Normalise K with ``method`` and write the row-normalised spectral embedding.
+
+    The normalised matrix P itself is not persisted: it is n x n like K and
+    only its top eigenvectors are used, so storing one per (method, γ) would
+    multiply the store's size for nothing.  Its quality (MB, MC), the solver's
+    convergence and the MB/MC history are kept as attributes.
+    """
+    from .normalize import normalize, quality
+    from .spectral import embed as spectral_embed
+
+    store = Store(store_path)
+    ga = store.open("affinity", aff_key)
+    sparse = is_sparse(ga, "K")
+    n = ga["K"]["indptr"].shape[0] - 1 if sparse else ga["K"].shape[0]
+    if not sparse and n * n * 8 * 2 > max_memory:
+        raise UserError(f"dense normalisation of n={n} needs {n * n * 16 / 1e9:.1f} GB > [store] max_memory; "
+                        "raise max_memory or use [affinity] kind = \"knn\"")
+    K = read_matrix(ga, "K")
+    if not sparse:
+        K = np.asarray(K, dtype=np.float64)
+    t0 = time.perf_counter()
+    mparams = _method_params(method, params)
+    P, info = normalize(K, method, y=y if params["record_every"] else None,
+                        record_every=params["record_every"], return_info=True, **mparams)
+    t_norm = time.perf_counter() - t0
+    mb, mc = quality(P, y) if y is not None else (float("nan"), float("nan"))
+    E = spectral_embed(P, k, solver=params["eigensolver"], random_state=seed)
+    with store.write("embed", key, attrs) as g:
+        write_dense(g, "E", E)
+        g.attrs.update({"normalize_seconds": t_norm, "MB": float(mb), "MC": float(mc),
+                        "norm_n_iter": int(info.n_iter), "norm_converged": bool(info.converged),
+                        "row_err": float(info.row_err),
+                        "history": [list(map(float, h)) for h in info.history]})
+
+
+def _method_params(method, params):
+    if method == "bbs":
+        return {"solver": params["solver"], "n_iter": params["n_iter"], "tol": params["tol"] or None}
+    if method == "sk":
+        return {"n_iter": params["n_iter"], "tol": params["tol"] or None}
+    if method == "ncut":
+        return {"n_iter": params["ncut_iter"]}
+    return {}
+
+
+# -- cluster --------------------------------------------------------------------
+
+
+def cluster(store_path, key, attrs, src_stage, src_key, array, params, k):
+    """k-means with restarts (or mini-batch) on an embedding or on the data itself."""
+    from .kmeans import kmeans, minibatch_kmeans
+
+    store = Store(store_path)
+    g_in = store.open(src_stage, src_key)
+    X = read_matrix(g_in, array)
+    if sp.issparse(X):
+        X = X.toarray()
+    X = np.asarray(X, dtype=np.float64)
+    algo = params["algorithm"]
+    if algo == "auto":
+        algo = "minibatch" if X.shape[0] > params["minibatch_threshold"] else "lloyd"
+    if algo == "lloyd":
+        res = kmeans(X, k, n_init=params["n_init"], max_iter=params["max_iter"], random_state=params["seed"])
+    else:
+        res = minibatch_kmeans(X, k, n_init=params["n_init"], batch_size=params["batch_size"],
+                               max_iter=params["max_iter"], random_state=params["seed"])
+    with store.write("cluster", key, attrs) as g:
+        write_dense(g, "labels", res.labels.astype(np.int32))
+        write_dense(g, "inertia", res.inertia)
+        g.attrs.update({"algorithm": algo, "best": int(res.best), "n_empty_reseeded": int(res.n_empty_reseeded)})

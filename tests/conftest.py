@@ -1,0 +1,68 @@
+"""Shared fixtures: small synthetic data, config writing, the real-data root."""
+import os
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="session")
+def data_root():
+    """``$BIGCLUST_DATA`` (the shared real data sets), or skip."""
+    root = os.environ.get("BIGCLUST_DATA")
+    if not root or not Path(root).is_dir():
+        pytest.skip("real data not available: set BIGCLUST_DATA to the shared data folder")
+    return Path(root)
+
+
+def blobs(n=150, k=3, d=5, seed=0, sep=6.0):
+    """Well separated Gaussian blobs with positive coordinates (L2-normalisable)."""
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(0, sep, (k, d)) + sep * np.eye(k, d)
+    y = np.arange(n) % k
+    X = centers[y] + rng.normal(0, 0.3, (n, d))
+    return np.abs(X).astype(np.float32) + 0.01, y
+
+
+@pytest.fixture
+def blob_file(tmp_path):
+    X, y = blobs()
+    p = tmp_path / "blobs.npz"
+    np.savez(p, X=X, y=y)
+    return p
+
+
+def write_config(folder: Path, data_path, extra: str = "", name="run.toml", **sections):
+    """A minimal valid config over ``data_path`` in ``folder``; ``extra`` TOML is appended."""
+    body = f"""
+    [data]
+    path = "{data_path}"
+
+    [affinity]
+    gamma = 1.0
+
+    [method]
+    names = ["kmeans", "ra", "ncut"]
+
+    [cluster]
+    n_init = 5
+
+    [store]
+    path = "store.zarr"
+
+    [output]
+    dir = "out"
+    plots = false
+    """
+    text = textwrap.dedent(body) + textwrap.dedent(extra)
+    p = folder / name
+    p.write_text(text)
+    return p
+
+
+@pytest.fixture
+def make_config(tmp_path):
+    def _make(data_path, extra="", name="run.toml"):
+        return write_config(tmp_path, data_path, extra, name)
+    return _make

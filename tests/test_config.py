@@ -1,0 +1,103 @@
+"""Config parsing: defaults, sweeps, and one clear error per kind of mistake."""
+import subprocess
+import sys
+
+import pytest
+
+from bigclust.config import from_dict, load, parse_bytes
+from bigclust.errors import ConfigError
+
+BASE = {"data": {"name": "optdigits"}, "store": {"path": "s.zarr"}, "output": {"dir": "o"}}
+
+
+def cfg(**over):
+    raw = {k: dict(v) for k, v in BASE.items()}
+    for sec, kv in over.items():
+        raw.setdefault(sec, {}).update(kv)
+    return from_dict(raw, "x.toml")
+
+
+def test_defaults_and_single_point():
+    c = cfg()
+    assert c.sections["affinity"]["gamma"] == 1.0
+    assert c.sections["cluster"]["n_init"] == 100
+    assert c.sections["cluster"]["max_iter"] == 1000
+    assert list(c.points()) == [c.sections]
+
+
+def test_sweep_grid_is_cartesian_product():
+    c = cfg(affinity={"gamma": [1024, 1, 0.25]}, method={"n_iter": [10, 20]})
+    pts = list(c.points())
+    assert len(pts) == 6
+    assert {(p["affinity"]["gamma"], p["method"]["n_iter"]) for p in pts} == \
+        {(g, it) for g in (1024.0, 1.0, 0.25) for it in (10, 20)}
+    assert all(isinstance(p["affinity"]["gamma"], float) for p in pts)
+
+
+def test_hash_depends_on_content_not_spelling():
+    assert cfg(affinity={"gamma": 1}).hash == cfg(affinity={"gamma": 1.0}).hash
+    assert cfg(affinity={"gamma": 2}).hash != cfg().hash
+
+
+@pytest.mark.parametrize("over, needle", [
+    ({"affinity": {"gamma": 0}}, "[affinity] gamma: expected > 0"),
+    ({"affinity": {"gamma": -1.0}}, "[affinity] gamma: expected > 0"),
+    ({"affinity": {"gamma": [1.0, 0.0]}}, "[affinity] gamma[1]: expected > 0"),
+    ({"affinity": {"gama": 1.0}}, "unknown key [affinity] 'gama'"),
+    ({"affinity": {"gamma": "big"}}, "[affinity] gamma: expected a number, got 'big'"),
+    ({"cluster": {"n_init": 2.5}}, "[cluster] n_init: expected an integer"),
+    ({"cluster": {"n_init": True}}, "[cluster] n_init: expected an integer"),
+    ({"cluster": {"n_clusters": 1}}, "[cluster] n_clusters: expected 0 (= number of classes) or >= 2"),
+    ({"method": {"names": ["bbs", "spectral"]}}, "[method] names: expected a non-empty list"),
+    ({"method": {"solver": "newton"}}, "[method] solver: expected one of"),
+    ({"store": {"max_memory": "lots"}}, "[store] max_memory"),
+    ({"store": {"path": ["a", "b"]}}, "[store] path: cannot be swept"),
+    ({"data": {"name": "nosuchset"}}, "unknown data set"),
+    ({"data": {"path": "x.npy"}}, "exactly one of 'name'"),
+    ({"bogus": {"a": 1}}, "unknown section [bogus]"),
+])
+def test_errors_name_file_key_and_expectation(over, needle):
+    with pytest.raises(ConfigError) as e:
+        cfg(**over)
+    msg = str(e.value)
+    assert needle in msg
+    assert msg.startswith("x.toml") and "\n" not in msg
+
+
+def test_missing_required_key():
+    raw = {"data": {"name": "optdigits"}, "output": {"dir": "o"}}
+    with pytest.raises(ConfigError, match=r"\[store\] path: missing required key"):
+        from_dict(raw, "x.toml")
+
+
+def test_load_reports_bad_toml_and_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load(tmp_path / "nope.toml")
+    p = tmp_path / "bad.toml"
+    p.write_text("[data\nname = 1")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load(p)
+
+
+def test_parse_bytes():
+    assert parse_bytes("1GB") == 10**9
+    assert parse_bytes("512MiB") == 512 * 2**20
+    assert parse_bytes(1000) == 1000
+    for bad in ("", "GB", "-1GB", 0, "1XB"):
+        with pytest.raises(ValueError):
+            parse_bytes(bad)
+
+
+def test_cli_validate_one_line_no_traceback(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text('[data]\nname = "optdigits"\n[affinity]\ngamma = 0\n[store]\npath="s"\n[output]\ndir="o"\n')
+    r = subprocess.run([sys.executable, "-m", "bigclust.cli", "pipeline", "validate", str(p)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert "gamma" in r.stderr and str(p) in r.stderr
+    p.write_text('[data]\nname = "optdigits"\n[affinity]\ngamma = [1, 2]\n[store]\npath="s"\n[output]\ndir="o"\n')
+    r = subprocess.run([sys.executable, "-m", "bigclust.cli", "pipeline", "validate", str(p)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "2 sweep point(s)" in r.stdout

@@ -1,0 +1,261 @@
+"""Tests of bigclust.kmeans against a plain NumPy Lloyd and on separable blobs."""
+import warnings
+
+import numba
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+
+from bigclust.errors import DataError, UserError
+from bigclust.kmeans import KMeansResult, assign, init_centers, kmeans, minibatch_kmeans
+from bigclust.metrics import accuracy
+
+
+def reference_lloyd(X, C, max_iter, tol=0.0):
+    """Lloyd's algorithm in NumPy with the same stopping and empty-cluster rules.
+
+    Returns (labels, inertia, n_iter, centres, n_empty).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    C = np.array(C, dtype=np.float64)
+    n, k = X.shape[0], C.shape[0]
+    labels = np.full(n, -1)
+    n_empty = 0
+    converged = False
+    for it in range(1, max_iter + 1):
+        D = ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
+        new = D.argmin(axis=1)
+        d2 = D[np.arange(n), new]
+        inertia = d2.sum()
+        if np.array_equal(new, labels):
+            converged = True
+            break
+        labels = new.copy()
+        counts = np.bincount(labels, minlength=k)
+        for j in range(k):
+            if counts[j] == 0:  # farthest point among clusters that can spare one
+                eligible = np.flatnonzero(counts[labels] > 1)
+                far = eligible[np.argmax(d2[eligible])]
+                counts[labels[far]] -= 1
+                labels[far], counts[j], d2[far] = j, 1, 0.0
+                n_empty += 1
+        new_C = np.array([X[labels == j].mean(axis=0) for j in range(k)])
+        shift = ((new_C - C) ** 2).sum()
+        C = new_C
+        if shift <= tol:
+            break
+    if not converged:
+        D = ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
+        labels = D.argmin(axis=1)
+        inertia = D[np.arange(n), labels].sum()
+    return labels, inertia, it, C, n_empty
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    X, y = make_blobs(n_samples=600, n_features=4, centers=5, cluster_std=0.6, random_state=1)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def overlapping():
+    # Overlapping blobs: many iterations, so the comparison exercises real updates.
+    X, _ = make_blobs(n_samples=500, n_features=3, centers=6, cluster_std=2.5, random_state=2)
+    return X
+
+
+@pytest.mark.parametrize("method", ["k-means++", "random"])
+def test_lloyd_matches_numpy_reference(overlapping, method):
+    X = overlapping
+    C0 = init_centers(X, 6, np.arange(5), method)
+    res = kmeans(X, 6, n_init=5, init=C0, max_iter=300)
+    assert isinstance(res, KMeansResult)
+    assert res.labels.shape == (5, len(X)) and res.labels.dtype == np.int32
+    assert res.n_iter.dtype == np.int32 and res.inertia.dtype == np.float64
+    for r in range(5):
+        lab, inertia, n_iter, C, n_empty = reference_lloyd(X, C0[r], 300)
+        np.testing.assert_array_equal(res.labels[r], lab)
+        np.testing.assert_allclose(res.inertia[r], inertia, rtol=1e-10)
+        assert res.n_iter[r] == n_iter
+        if r == res.best:
+            np.testing.assert_allclose(res.centers, C, rtol=1e-10, atol=1e-12)
+    assert res.best == int(np.argmin(res.inertia))
+    assert res.n_iter.max() > 3  # the case is not trivial
+
+
+def test_max_iter_and_tol_stop_with_consistent_labels(overlapping):
+    X = overlapping.astype(np.float32)
+    C0 = init_centers(X, 6, [3, 4], "random")
+    for kw in ({"max_iter": 2}, {"max_iter": 300, "tol": 1e-2}):
+        res = kmeans(X, 6, n_init=2, init=C0, **kw)
+        for r in range(2):
+            lab, inertia, n_iter, _, _ = reference_lloyd(X, C0[r], kw["max_iter"], kw.get("tol", 0.0))
+            np.testing.assert_array_equal(res.labels[r], lab)
+            np.testing.assert_allclose(res.inertia[r], inertia, rtol=1e-10)
+            assert res.n_iter[r] == n_iter
+        lab, d2 = assign(X, res.centers)
+        np.testing.assert_array_equal(lab, res.labels[res.best])
+        np.testing.assert_allclose(d2.sum(), res.inertia[res.best], rtol=1e-10)
+
+
+def test_kmeanspp_distinct_centres_from_data(overlapping):
+    X = overlapping
+    C = init_centers(X, 6, np.arange(20))
+    assert C.shape == (20, 6, 3)
+    for Cr in C:
+        rows = [np.flatnonzero((X == c).all(axis=1)) for c in Cr]
+        assert all(len(ix) == 1 for ix in rows)
+        assert len({int(ix[0]) for ix in rows}) == 6
+    np.testing.assert_array_equal(init_centers(X, 6, 7), C[7])  # scalar seed = one row
+    assert not np.array_equal(C[0], C[1])
+
+
+def test_kmeanspp_samples_proportionally_to_squared_distance():
+    # Points 0, 1, 3 on a line, first centre uniform.  D^2 weights of the
+    # others: from 0 -> (1, 9), from 1 -> (1, 4), from 3 -> (9, 4); so
+    # P({0, 3}) = (9/10 + 9/13) / 3 and P({0, 1}) = (1/10 + 1/5) / 3.
+    X = np.array([[0.0], [1.0], [3.0]])
+    C = init_centers(X, 2, np.arange(6000))
+    pairs = np.sort(C[:, :, 0], axis=1)
+    p03 = np.mean((pairs == [0, 3]).all(axis=1))
+    p01 = np.mean((pairs == [0, 1]).all(axis=1))
+    # 6000 draws: standard errors ~0.0065 and ~0.004
+    assert p03 == pytest.approx((9 / 10 + 9 / 13) / 3, abs=0.025)
+    assert p01 == pytest.approx((1 / 10 + 1 / 5) / 3, abs=0.02)
+
+
+def test_random_init_distinct_rows(overlapping):
+    C = init_centers(overlapping[:8], 8, np.arange(5), "random")  # k = n: a permutation
+    for Cr in C:
+        assert len({tuple(c) for c in Cr}) == 8
+
+
+def test_empty_cluster_is_reseeded(blobs):
+    X, _ = blobs
+    C0 = init_centers(X, 5, [0])
+    C0[0, 4] = 1e6  # a centre far from every point: empty after the first assignment
+    with pytest.warns(RuntimeWarning, match="empty"):
+        res = kmeans(X, 5, n_init=1, init=C0)
+    assert res.n_empty_reseeded >= 1
+    assert (np.bincount(res.labels[0], minlength=5) > 0).all()
+    lab, inertia, _, _, n_empty = reference_lloyd(X, C0[0], 1000)
+    np.testing.assert_array_equal(res.labels[0], lab)
+    np.testing.assert_allclose(res.inertia[0], inertia, rtol=1e-10)
+    assert res.n_empty_reseeded == n_empty
+
+
+def test_duplicate_points():
+    X = np.repeat(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [-0.0, 0.0]]), 10, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = kmeans(X, 3, n_init=5, init="random", random_state=0)
+    for lab in res.labels:  # three distinct points (0.0 == -0.0), three clusters: one each
+        assert sorted(np.bincount(lab, minlength=3)) == [10, 10, 20]
+    with pytest.raises(DataError, match="only 3 distinct rows"):
+        kmeans(X, 4)
+
+
+def test_same_seed_same_labels_whatever_the_threads(overlapping):
+    X = overlapping
+    a = kmeans(X, 6, n_init=8, random_state=42)
+    b = kmeans(X, 6, n_init=8, random_state=42)
+    np.testing.assert_array_equal(a.labels, b.labels)
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        c = kmeans(X, 6, n_init=8, random_state=42)
+    finally:
+        numba.set_num_threads(old)
+    np.testing.assert_array_equal(a.labels, c.labels)
+    np.testing.assert_array_equal(a.inertia, c.inertia)
+    d = kmeans(X, 6, n_init=8, random_state=43)
+    assert not np.array_equal(a.labels, d.labels)
+
+
+def test_blobs_accuracy_one(blobs):
+    X, y = blobs
+    res = kmeans(X, 5, n_init=10, random_state=0)
+    assert accuracy(y, res.labels[res.best]) == 1.0
+    assert res.centers.shape == (5, 4)
+
+
+def test_assign_matches_brute_force(overlapping):
+    X = overlapping
+    C = X[[0, 10, 20, 30]] + 0.1
+    lab, d2 = assign(X, C)
+    D = ((X[:, None] - C[None]) ** 2).sum(axis=2)
+    np.testing.assert_array_equal(lab, D.argmin(axis=1))
+    np.testing.assert_allclose(d2, D.min(axis=1), rtol=1e-12)
+    assert lab.dtype == np.int32
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"n_clusters": 1}, UserError, "n_clusters=1 must be between 2 and n=20"),
+        ({"n_clusters": 21}, UserError, "between 2 and n=20"),
+        ({"n_clusters": 3, "n_init": 0}, UserError, "n_init"),
+        ({"n_clusters": 3, "max_iter": 0}, UserError, "max_iter"),
+        ({"n_clusters": 3, "init": "kmeans"}, UserError, "init"),
+        ({"n_clusters": 3, "init": np.zeros((2, 3, 2))}, UserError, "n_init"),
+        ({"n_clusters": 3, "init": np.zeros((3, 5)), "n_init": 1}, UserError, "shape"),
+        ({"n_clusters": 3, "tol": -1.0}, UserError, "tol"),
+    ],
+)
+def test_validation(kwargs, error, match):
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    k = kwargs.pop("n_clusters")
+    with pytest.raises(error, match=match):
+        kmeans(X, k, **kwargs)
+
+
+def test_non_finite_data():
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    X[7, 1] = np.nan
+    with pytest.raises(DataError, match="row 7"):
+        kmeans(X, 3)
+    with pytest.raises(DataError, match="row 7"):
+        minibatch_kmeans(X, 3, batch_size=50)
+
+
+def test_minibatch_blobs_and_chunk_invariance():
+    import dask.array as da
+
+    X, y = make_blobs(n_samples=3000, n_features=5, centers=6, cluster_std=0.8, random_state=5)
+    kw = dict(n_init=3, batch_size=256, max_iter=60, random_state=7)
+    ref = minibatch_kmeans(X, 6, **kw)
+    assert ref.labels.shape == (3, 3000)
+    assert accuracy(y, ref.labels[ref.best]) >= 0.99
+    for chunks in (100, 1000):
+        got = minibatch_kmeans(da.from_array(X, chunks=(chunks, 5)), 6, **kw)
+        np.testing.assert_array_equal(got.labels, ref.labels)
+        np.testing.assert_array_equal(got.inertia, ref.inertia)
+        np.testing.assert_array_equal(got.n_iter, ref.n_iter)
+    # the labels are the nearest-centre labels of the returned centres
+    lab, d2 = assign(X, ref.centers)
+    np.testing.assert_array_equal(lab, ref.labels[ref.best])
+    np.testing.assert_allclose(d2.sum(), ref.inertia[ref.best], rtol=1e-12)
+
+
+def test_minibatch_explicit_init_and_validation():
+    X, y = make_blobs(n_samples=800, n_features=2, centers=3, cluster_std=0.3, random_state=0)
+    C0 = np.array([X[y == c][0] for c in range(3)])
+    res = minibatch_kmeans(X, 3, n_init=1, init=C0, batch_size=100, random_state=0)
+    assert accuracy(y, res.labels[0]) == 1.0
+    with pytest.raises(UserError, match="reassign_tol"):
+        minibatch_kmeans(X, 3, reassign_tol=1.5)
+    with pytest.raises(UserError, match="batch_size"):
+        minibatch_kmeans(X, 3, batch_size=0)
+    with pytest.raises(UserError, match="between 2 and n=800"):
+        minibatch_kmeans(X, 900)
+
+
+def test_minibatch_reassigns_starved_centre():
+    X, _ = make_blobs(n_samples=2000, n_features=2, centers=4, cluster_std=0.5, random_state=3)
+    C0 = init_centers(X, 4, [1])
+    C0[0, 3] = [1e4, 1e4]  # never the nearest centre of any point
+    with pytest.warns(RuntimeWarning, match="starved"):
+        res = minibatch_kmeans(X, 4, n_init=1, init=C0, batch_size=200, max_iter=30,
+                               max_no_improvement=None, random_state=0)
+    assert res.n_empty_reseeded >= 1
+    assert (np.bincount(res.labels[0], minlength=4) > 0).all()

@@ -1,0 +1,172 @@
+"""End to end: config → store → report, resume, sweeps, and bad input that loses nothing."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bigclust.errors import DataError, StoreError, UserError
+from bigclust.pipeline import run, store_info
+from bigclust.store import Store
+
+from conftest import blobs
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "bigclust.cli", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def _one_error_line(r):
+    """Exit 2, no traceback, exactly one ``error:`` line (progress lines may precede it)."""
+    errs = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    return r.returncode == 2 and "Traceback" not in r.stderr and len(errs) == 1
+
+
+def _stage_count(store, stage):
+    return len(Store(store).stage_keys(stage))
+
+
+def test_end_to_end_records_and_reports(tmp_path, blob_file, make_config):
+    cfg = make_config(blob_file, '[evaluate]\nnmi_norm = "max"\n')
+    recs = run(cfg)
+    assert [r["method"] for r in recs] == ["kmeans", "ra", "ncut"]
+    for r in recs:
+        assert r["acc_avg"] == pytest.approx(1.0) and r["nmi_max"] == pytest.approx(1.0)
+        assert r["seconds"] > 0 and r["n"] == 150 and r["k"] == 3
+    out = tmp_path / "out"
+    js = json.loads((out / "results.json").read_text())
+    assert {"method", "params", "acc_avg", "acc_max", "nmi_avg", "nmi_max", "seconds"} <= set(js[0])
+    assert (out / "results.csv").read_text().startswith("method,params")
+    assert "| method |" in (out / "results.md").read_text()
+
+
+def test_resume_and_sweep_recompute_only_downstream(tmp_path, blob_file, make_config, capsys):
+    cfg = make_config(blob_file)
+    run(cfg)
+    capsys.readouterr()
+    run(cfg)
+    err = capsys.readouterr().err
+    assert "running" not in err and err.count("finished earlier, skipped") >= 5
+    store = tmp_path / "store.zarr"
+    before = {s: _stage_count(store, s) for s in ("ingest", "preprocess", "affinity", "embed", "cluster")}
+    cfg2 = make_config(blob_file, name="run.toml")
+    cfg2.write_text(cfg2.read_text().replace("gamma = 1.0", "gamma = [1.0, 2.0]"))
+    run(cfg2, out=str(tmp_path / "out2"))
+    err = capsys.readouterr().err
+    after = {s: _stage_count(store, s) for s in before}
+    # only the new γ's affinity, its two embeddings and their clusterings are new
+    assert after == {"ingest": 1, "preprocess": 1, "affinity": before["affinity"] + 1,
+                     "embed": before["embed"] + 2, "cluster": before["cluster"] + 2}
+    assert "ingest" in err and err.count("running") == 5
+
+
+def test_out_dir_of_another_run_is_refused_and_kept(tmp_path, blob_file, make_config):
+    cfg = make_config(blob_file)
+    run(cfg)
+    before = (tmp_path / "out" / "results.json").read_text()
+    cfg.write_text(cfg.read_text().replace("n_init = 5", "n_init = 6"))
+    with pytest.raises(StoreError, match="holds results of another config"):
+        run(cfg)
+    assert (tmp_path / "out" / "results.json").read_text() == before
+    other = tmp_path / "foreign"
+    other.mkdir()
+    (other / "notes.txt").write_text("precious")
+    r = _cli("pipeline", "run", str(cfg), "--out", str(other))
+    assert _one_error_line(r), r.stderr
+    assert (other / "notes.txt").read_text() == "precious"
+    run(cfg, force=True)  # --force keeps the old files in a replaced-* folder
+    kept = list((tmp_path / "out").glob("replaced-*/results.json"))
+    assert len(kept) == 1 and kept[0].read_text() == before
+
+
+def test_store_of_other_data_is_refused(tmp_path, blob_file, make_config):
+    run(make_config(blob_file))
+    X, y = blobs(seed=5)
+    other = tmp_path / "other.npz"
+    np.savez(other, X=X, y=y)
+    cfg = make_config(other, name="other.toml")
+    with pytest.raises(StoreError, match="written for other data"):
+        run(cfg, out=str(tmp_path / "o2"))
+
+
+@pytest.mark.parametrize("mutate, exc, needle", [
+    (lambda X: X.__setitem__((7, 2), np.nan), DataError, "NaN or inf"),
+    (lambda X: X.__setitem__((3, 1), np.inf), DataError, "NaN or inf"),
+    (lambda X: X.__setitem__(11, 0.0), DataError, "all-zero row"),
+])
+def test_bad_values_in_data(tmp_path, make_config, mutate, exc, needle):
+    X, y = blobs()
+    mutate(X)
+    p = tmp_path / "bad.npz"
+    np.savez(p, X=X, y=y)
+    with pytest.raises(exc, match=needle):
+        run(make_config(p))
+    assert not (tmp_path / "out").exists()
+
+
+def test_k_larger_than_n_and_missing_file(tmp_path, blob_file, make_config):
+    cfg = _with(make_config(blob_file), "n_init = 5", "n_init = 5\nn_clusters = 500")
+    with pytest.raises(UserError, match="n_clusters=500 must be between 2 and n=150"):
+        run(cfg)
+    with pytest.raises(DataError, match="does not exist|not found|No such"):
+        run(make_config(tmp_path / "missing.npz", name="m.toml"), out=str(tmp_path / "o3"))
+
+
+def _with(path, old, new):
+    path.write_text(path.read_text().replace(old, new))
+    return path
+
+
+def test_truncated_and_wrong_format_files(tmp_path, make_config):
+    p = tmp_path / "t.npy"
+    np.save(p, np.ones((50, 4), dtype=np.float32))
+    p.write_bytes(p.read_bytes()[:-100])
+    r = _cli("pipeline", "run", str(make_config(p)))
+    assert _one_error_line(r), r.stderr
+    q = tmp_path / "fake.csv.gz"
+    q.write_bytes(b"this is not gzip")
+    r = _cli("pipeline", "run", str(make_config(q, name="q.toml")), "--out", str(tmp_path / "oq"))
+    assert _one_error_line(r), r.stderr
+
+
+def test_cli_data_commands(tmp_path):
+    r = _cli("data", "list")
+    assert r.returncode == 0 and "mnist-6000" in r.stdout and "letter-a-e" in r.stdout
+    r = _cli("data", "ingest", "optdigits", "--root", "data", "--store", str(tmp_path / "s.zarr"),
+             cwd=str(__import__("pathlib").Path(__file__).parents[1]))
+    assert r.returncode == 0, r.stderr
+    r = _cli("data", "info", str(tmp_path / "s.zarr"), "--json")
+    info = json.loads(r.stdout)
+    assert info["n_samples"] == 5620 and info["n_features"] == 64 and info["n_classes"] == 10
+    assert info["dtype"] == "float32" and info["sparse"] is False
+    assert store_info(tmp_path / "s.zarr")["stages"]["ingest"] == 1
+    r = _cli("data", "ingest", "optdigits", "--root", str(tmp_path / "nowhere"), "--store", str(tmp_path / "t.zarr"))
+    assert r.returncode == 2 and "nowhere" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_kill_minus_9_mid_stage_then_resume(tmp_path, make_config):
+    import os
+    import signal
+    import time
+    X, y = blobs(n=1500, d=8)
+    p = tmp_path / "big.npz"
+    np.savez(p, X=X, y=y)
+    cfg = make_config(p)
+    cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]',
+                                           'names = ["bbs"]\nn_iter = 3000\nsolver = "alternating"'))
+    proc = subprocess.Popen([sys.executable, "-m", "bigclust.cli", "pipeline", "run", str(cfg)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    tmpdir = tmp_path / "store.zarr" / "tmp"
+    deadline = time.time() + 120
+    while time.time() < deadline:  # wait until the embed stage (the slow one) is being worked on
+        line = proc.stderr.readline()
+        if "embed" in line and "running" in line:
+            time.sleep(1.0)
+            break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert _stage_count(tmp_path / "store.zarr", "embed") == 0
+    recs = run(cfg)
+    assert recs[0]["acc_avg"] > 0.9
+    assert not any(tmpdir.iterdir())
