@@ -111,9 +111,77 @@ def report():
     """Tables from finished runs."""
 
 
+@report.command("compare")
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--paper", "paper_csv", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The paper's numbers (table,dataset,method,value).")
+@click.option("--out", "out_md", default=None, help="Write the Markdown tables here.")
+@click.option("--csv", "out_csv", default=None, help="Write a long-form CSV here.")
+def report_compare(results, paper_csv, out_md, out_csv):
+    """Best-over-γ results of RESULTS (results.json files) beside paper 000's Tables II-V."""
+    from .report import compare
+    click.echo(compare(results, paper_csv, out_md, out_csv))
+
+
 @main.group()
 def bench():
     """Speed and memory measurements, printed as ratios against references."""
+
+
+def _bench_print(res, as_json):
+    from .bench import format_report
+    click.echo(json.dumps(res) if as_json else format_report(res))
+
+
+@bench.command("bbs")
+@click.option("--n", default=6000, show_default=True, type=click.IntRange(min=16), help="Kernel size n x n.")
+@click.option("--dtype", default="float64", show_default=True, type=click.Choice(["float32", "float64"]))
+@click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1))
+@click.option("--iters", default=20, show_default=True, type=click.IntRange(min=1), help="Iterations per repeat.")
+@click.option("--max-dykstra-seconds", default=300.0, show_default=True, type=click.FloatRange(min=0.001),
+              help="Cap of the Dykstra run; past it a lower bound is reported.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def bench_bbs(n, dtype, repeats, iters, max_dykstra_seconds, as_json):
+    """In-memory BBS and Sinkhorn iterations vs NumPy and memory bandwidth; dual vs Dykstra."""
+    from .bench import bench_bbs as run
+    _bench_print(run(n=n, dtype=dtype, repeats=repeats, iters=iters, max_dykstra_seconds=max_dykstra_seconds),
+                 as_json)
+
+
+@bench.command("ooc")
+@click.option("--n", default=30000, show_default=True, type=click.IntRange(min=16))
+@click.option("--max-memory", default="1GB", show_default=True, help="Budget for the blocks in flight.")
+@click.option("--iters", default=20, show_default=True, type=click.IntRange(min=1))
+@click.option("--dtype", default="float64", show_default=True, type=click.Choice(["float32", "float64"]))
+@click.option("--workdir", default=None, type=click.Path(file_okay=False),
+              help="Folder for the temporary store (default: the system temp folder).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def bench_ooc(n, max_memory, iters, dtype, workdir, as_json):
+    """Out-of-core BBS (Alg. 1) on a zarr K of n x n: seconds per iteration and peak RSS."""
+    from .bench import bench_ooc as run
+    _bench_print(run(n=n, max_memory=max_memory, iters=iters, dtype=dtype, workdir=workdir), as_json)
+
+
+@bench.command("sparse")
+@click.option("--n", default=70000, show_default=True, type=click.IntRange(min=100), help="First n MNIST images.")
+@click.option("--k", default=10, show_default=True, type=click.IntRange(min=2), help="Neighbours.")
+@click.option("--gamma", default="median", show_default=True,
+              help="Gaussian width: a number, or 'median' (median squared kNN distance).")
+@click.option("--n-init", default=10, show_default=True, type=click.IntRange(min=1), help="k-means restarts.")
+@click.option("--sklearn-timeout", default=900.0, show_default=True, type=click.FloatRange(min=1),
+              help="Seconds before scikit-learn's run is abandoned for a subset.")
+@click.option("--sklearn-subset", default=20000, show_default=True, type=click.IntRange(min=100))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def bench_sparse(n, k, gamma, n_init, sklearn_timeout, sklearn_subset, as_json):
+    """MNIST end to end on a sparse kNN affinity (SK, BBS-dual) beside scikit-learn."""
+    from .bench import bench_sparse as run
+    if gamma != "median":
+        try:
+            gamma = float(gamma)
+        except ValueError:
+            raise UserError(f"--gamma must be a number or 'median', got {gamma!r}") from None
+    _bench_print(run(n=n, k=k, gamma=gamma, n_init=n_init, sklearn_timeout=sklearn_timeout,
+                     sklearn_subset=sklearn_subset), as_json)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from .errors import ConfigError
 
-METHODS = ("kmeans", "ra", "ncut", "sk", "bbs")
+METHODS = ("kmeans", "ra", "ncut", "sk", "bbs", "mbbs")
 AFFINITIES = ("gaussian", "knn", "linear", "cosine", "cosine2")
 
 
@@ -76,6 +76,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "solver": _choice("alternating", "dykstra", "dual"),
         "ncut_iter": _pos(int, 1),
         "record_every": _nonneg(int, 0),
+        "lam": _pos(float, 1.0),          # MBBS: weight of ||alpha||^2
+        "mbbs_outer": _pos(int, 20),      # MBBS: outer (G, alpha) iterations
     },
     "embed": {
         "n_components": Key(int, 0, lambda v: v == 0 or v >= 1, "0 (= number of clusters) or >= 1"),
@@ -84,6 +86,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "cluster": {
         "n_clusters": Key(int, 0, lambda v: v == 0 or v >= 2, "0 (= number of classes) or >= 2"),
         "n_init": _pos(int, 100),
+        "kmeans_n_init": _nonneg(int, 0),   # restarts for K-means on the data itself; 0 = n_init
         "max_iter": _pos(int, 1000),
         "algorithm": _choice("auto", "lloyd", "minibatch"),
         "minibatch_threshold": _pos(int, 200_000),

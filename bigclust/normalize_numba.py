@@ -1,23 +1,19 @@
 """Numba kernels of :mod:`bigclust.normalize`.
 
-Every kernel is a plain function over arrays that writes into preallocated
-outputs (DESIGN.md section 3.2).  Dense kernels work on a *row block*
-``K_block = K[row0:row0 + b]`` (shape ``(b, n)``) together with the full
-length-``n`` vectors, so the same code serves the in-memory matrix (one block,
-``row0 = 0``) and the out-of-core path that streams row blocks from zarr.  Each
-streaming kernel has a ``*_serial`` twin (``nogil``, no ``prange``) for use
-inside Dask blocks: one level of parallelism per stage (DESIGN.md 3.3).
+Plain functions over arrays writing into preallocated outputs (DESIGN.md 3.2).
+Dense kernels take a row block ``K_block = K[row0:row0 + b]`` plus full
+length-n vectors, so the in-memory solvers (one block) and the out-of-core path
+(zarr row blocks) share them; ``*_serial`` twins (nogil, no prange) serve Dask
+blocks: one level of parallelism per stage (DESIGN.md 3.3).
 
-Numerics (DESIGN.md 3.4).  Element values are computed in small strict-IEEE
-helpers (``_alt_value``, ``_pos_shift``) so that ``G[i, j]`` and ``G[j, i]``
-come out of the same operations on the same operands and the iterates stay
-*exactly* symmetric.  Only the row-sum reductions, which are pure additions,
-live in functions compiled with ``fastmath={"reassoc"}``: that lets LLVM
-vectorise the float64 accumulation (about 2x on float32 storage) while the
-flag cannot reach the strict helpers (LLVM attaches fast-math flags per
-instruction).  Nothing here divides by a data-dependent quantity; the Sinkhorn
-divisions are guarded in Python.  All accumulations are float64 whatever the
-storage type.
+Numerics (DESIGN.md 3.4).  Element values come from tiny strict-IEEE helpers
+(``_alt_value``, ``_pos_shift``, ``_scaled``), so ``G[i, j]`` and ``G[j, i]`` are
+the same operations on the same operands and BBS iterates stay exactly
+symmetric.  Only the float64 row-sum leaves are compiled with
+``fastmath={"reassoc"}`` so LLVM can vectorise them (about 2x on float32
+storage); LLVM keeps fast-math flags per instruction, so they cannot reach the
+strict helpers.  No kernel divides by data; Sinkhorn's divisions are guarded
+in Python.
 """
 import numpy as np
 from numba import prange
@@ -187,9 +183,17 @@ def bbs_alt_pass_class(G_block, r, S, row0, y, r_out, rc_out):
     inv_n = 1.0 / n
     c = (1.0 + S * inv_n) * inv_n
     for i in prange(G_block.shape[0]):
-        s, sc = _alt_row_class(G_block, i, r[row0 + i], r, c, inv_n, y, y[row0 + i])
-        r_out[i] = s
-        rc_out[i] = sc
+        r_out[i], rc_out[i] = _alt_row_class(G_block, i, r[row0 + i], r, c, inv_n, y, y[row0 + i])
+
+
+@njit(nogil=True)
+def bbs_alt_pass_class_serial(G_block, r, S, row0, y, r_out, rc_out):
+    """:func:`bbs_alt_pass_class` without ``prange``, for use inside Dask blocks."""
+    n = r.shape[0]
+    inv_n = 1.0 / n
+    c = (1.0 + S * inv_n) * inv_n
+    for i in range(G_block.shape[0]):
+        r_out[i], rc_out[i] = _alt_row_class(G_block, i, r[row0 + i], r, c, inv_n, y, y[row0 + i])
 
 
 # -- BBS, dual form G = max(K + mu 1^T + 1 mu^T, 0) (Dykstra and Newton) --------
@@ -199,12 +203,8 @@ def bbs_alt_pass_class(G_block, r, S, row0, y, r_out, rc_out):
 def bbs_dual_rowsums(K_block, mu, row0, r_out):
     """Row sums of ``max(K + mu 1^T + 1 mu^T, 0)`` on a row block (read-only on K).
 
-    Parameters
-    ----------
-    K_block : (b, n) float32 or float64, IN
-    mu : (n,) float64, IN
-    row0 : int, IN
-    r_out : (b,) float64, OUT
+    ``K_block`` (b, n) float32/float64 IN, ``mu`` (n,) float64 IN, ``r_out``
+    (b,) float64 OUT.  One Dykstra iteration, or ``F(mu) + 1`` for Newton.
     """
     for i in prange(K_block.shape[0]):
         r_out[i] = _dual_row(K_block, i, mu[row0 + i], mu)
@@ -221,9 +221,7 @@ def bbs_dual_rowsums_serial(K_block, mu, row0, r_out):
 def bbs_dual_rowsums_class(K_block, mu, row0, y, r_out, rc_out):
     """:func:`bbs_dual_rowsums` plus same-class row sums ``rc_out`` (b,) OUT."""
     for i in prange(K_block.shape[0]):
-        s, sc = _dual_row_class(K_block, i, mu[row0 + i], mu, y, y[row0 + i])
-        r_out[i] = s
-        rc_out[i] = sc
+        r_out[i], rc_out[i] = _dual_row_class(K_block, i, mu[row0 + i], mu, y, y[row0 + i])
 
 
 @njit(parallel=True, nogil=True)
@@ -235,10 +233,7 @@ def bbs_dual_eval(K_block, mu, row0, r_out, sq_out, cnt_out):
     ``cnt_out`` (int64) the number of active entries ``G_ij > 0`` per row.
     """
     for i in prange(K_block.shape[0]):
-        s, q, c = _dual_row_eval(K_block, i, mu[row0 + i], mu)
-        r_out[i] = s
-        sq_out[i] = q
-        cnt_out[i] = c
+        r_out[i], sq_out[i], cnt_out[i] = _dual_row_eval(K_block, i, mu[row0 + i], mu)
 
 
 @njit(parallel=True, nogil=True)
@@ -277,19 +272,34 @@ def bbs_dual_jvp(K, mu, v, out):
         out[i] = s
 
 
-@njit(parallel=True, nogil=True)
-def pattern_jvp(indptr, indices, v, out):
-    """``(D + A) v`` for the graph listed in CSR form (signless Laplacian).
-
-    ``(D + A) v``\\ ``_i = sum_{j in row i} (v_i + v_j)`` -- a stored diagonal
-    entry counts twice, as it should (``d/dmu_i`` of ``mu_i + mu_i``).
-    """
-    for i in prange(indptr.shape[0] - 1):
+@njit(nogil=True)
+def _pattern_jvp_rows(indptr, indices, v, out, lo, hi):
+    for i in range(lo, hi):
         vi = v[i]
         s = 0.0
         for k in range(indptr[i], indptr[i + 1]):
             s += vi + v[indices[k]]
         out[i] = s
+
+
+@njit(parallel=True, nogil=True)
+def pattern_jvp(indptr, indices, v, out):
+    """``(D + A) v`` for the graph listed in CSR form (signless Laplacian).
+
+    ``((D + A) v)_i = sum_{j in row i} (v_i + v_j)`` -- a stored diagonal
+    entry counts twice, as it should (``d/dmu_i`` of ``mu_i + mu_i``).
+    ``indptr``, ``indices`` IN; ``v`` (n,) float64 IN; ``out`` (n,) float64 OUT.
+    """
+    n = indptr.shape[0] - 1
+    step = (n + 63) // 64  # 64 row ranges: cheap to schedule, balanced enough
+    for c in prange(64):
+        _pattern_jvp_rows(indptr, indices, v, out, min(n, c * step), min(n, c * step + step))
+
+
+@njit(nogil=True)
+def pattern_jvp_serial(indptr, indices, v, out):
+    """:func:`pattern_jvp` without ``prange`` (small graphs: no thread start-up per CG step)."""
+    _pattern_jvp_rows(indptr, indices, v, out, 0, indptr.shape[0] - 1)
 
 
 @njit(parallel=True, nogil=True)
@@ -333,23 +343,6 @@ def bbs_kkt_rows(K_block, G_block, mu, row0, lam_min_out, comp_out):
 
 
 @njit(parallel=True, nogil=True)
-def csr_alt_pass(data, indices, indptr, mu, r_out):
-    """Alg. 1 restricted to the support: ``G_ij <- max(G_ij + mu_i + mu_j, 0)`` on E.
-
-    ``data`` INOUT (the CSR values of G, float32 or float64), ``mu`` (n,) IN:
-    the solution of ``(D + A_E) mu = 1 - G1`` (projection onto the symmetric
-    matrices supported on E with unit row sums); ``r_out`` (n,) OUT: new row sums.
-    """
-    for i in prange(indptr.shape[0] - 1):
-        mi = mu[i]
-        s = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            data[k] = _pos_shift(data[k], mi, mu[indices[k]])
-            s += data[k]
-        r_out[i] = s
-
-
-@njit(parallel=True, nogil=True)
 def csr_dual_eval(data, indices, indptr, mu, r_out, sq_out, cnt_out):
     """:func:`bbs_dual_eval` over the stored entries of a CSR matrix."""
     for i in prange(indptr.shape[0] - 1):
@@ -368,10 +361,9 @@ def csr_dual_eval(data, indices, indptr, mu, r_out, sq_out, cnt_out):
         cnt_out[i] = c
 
 
-@njit(parallel=True, nogil=True)
-def csr_dual_jvp(data, indices, indptr, mu, v, out):
-    """:func:`bbs_dual_jvp` over the stored entries of a CSR matrix."""
-    for i in prange(indptr.shape[0] - 1):
+@njit(nogil=True)
+def _csr_dual_jvp_rows(data, indices, indptr, mu, v, out, lo, hi):
+    for i in range(lo, hi):
         mi = mu[i]
         vi = v[i]
         s = 0.0
@@ -383,8 +375,29 @@ def csr_dual_jvp(data, indices, indptr, mu, v, out):
 
 
 @njit(parallel=True, nogil=True)
+def csr_dual_jvp(data, indices, indptr, mu, v, out):
+    """:func:`bbs_dual_jvp` over the stored entries of a CSR matrix."""
+    n = indptr.shape[0] - 1
+    step = (n + 63) // 64
+    for c in prange(64):
+        _csr_dual_jvp_rows(data, indices, indptr, mu, v, out, min(n, c * step), min(n, c * step + step))
+
+
+@njit(nogil=True)
+def csr_dual_jvp_serial(data, indices, indptr, mu, v, out):
+    """:func:`csr_dual_jvp` without ``prange`` (small graphs)."""
+    _csr_dual_jvp_rows(data, indices, indptr, mu, v, out, 0, indptr.shape[0] - 1)
+
+
+@njit(parallel=True, nogil=True)
 def csr_dual_form(data, indices, indptr, mu, out_data, r_out):
-    """:func:`bbs_dual_form` over the stored entries (``out_data`` OUT, same pattern)."""
+    """``max(K_ij + mu_i + mu_j, 0)`` on the stored entries, and the row sums.
+
+    ``out_data`` OUT (same pattern) may be ``data`` itself: in place, with
+    ``mu`` solving ``(D + A_E) mu = 1 - G1``, this is one iteration of Alg. 1
+    within the support E (projection onto the symmetric E-supported matrices
+    with unit row sums, then the clip).  ``r_out`` (n,) float64 OUT.
+    """
     for i in prange(indptr.shape[0] - 1):
         mi = mu[i]
         s = 0.0
@@ -434,9 +447,21 @@ def sk_matvec_block_serial(K_block, d, out):
 def sk_matvec_class_block(K_block, d, y, row0, out, out_class):
     """:func:`sk_matvec_block` plus ``out_class[i] = sum_{j: y_j = y_i} K_ij d_j``."""
     for i in prange(K_block.shape[0]):
-        s, sc = _matvec_row_class(K_block, i, d, y, y[row0 + i])
-        out[i] = s
-        out_class[i] = sc
+        out[i], out_class[i] = _matvec_row_class(K_block, i, d, y, y[row0 + i])
+
+
+@njit(nogil=True)
+def _scaled(k, a, b):
+    return (a * k) * b
+
+
+@njit(nogil=True, fastmath=_SUM)
+def _form_row(K, i, ui, v, P):
+    s = 0.0
+    for j in range(K.shape[1]):
+        P[i, j] = _scaled(K[i, j], ui, v[j])  # strict: exactly (u_i K_ij) v_j
+        s += P[i, j]
+    return s
 
 
 @njit(parallel=True, nogil=True)
@@ -445,14 +470,17 @@ def sk_form(K_block, u, v, row0, P_out, r_out):
 
     ``u``, ``v`` (n,) float64 IN (full vectors); ``P_out`` (b, n) OUT (may be
     ``K_block`` itself for an in-place scaling); ``r_out`` (b,) float64 OUT.
+    Each entry is ``(u_i K_ij) v_j`` in float64, rounded once to P's type.
     """
     for i in prange(K_block.shape[0]):
-        ui = u[row0 + i]
-        s = 0.0
-        for j in range(K_block.shape[1]):
-            P_out[i, j] = (ui * K_block[i, j]) * v[j]
-            s += P_out[i, j]
-        r_out[i] = s
+        r_out[i] = _form_row(K_block, i, u[row0 + i], v, P_out)
+
+
+@njit(nogil=True)
+def sk_form_serial(K_block, u, v, row0, P_out, r_out):
+    """:func:`sk_form` without ``prange``, for use inside Dask blocks."""
+    for i in range(K_block.shape[0]):
+        r_out[i] = _form_row(K_block, i, u[row0 + i], v, P_out)
 
 
 # -- quality (paper 000, Eqs. 32-33) ----------------------------------------------
@@ -467,18 +495,14 @@ def quality_block(P_block, y, row0, rs_out, rc_out):
     ``|rc - 1|`` over all rows.
     """
     for i in prange(P_block.shape[0]):
-        s, sc = _class_row(P_block, i, y, y[row0 + i])
-        rs_out[i] = s
-        rc_out[i] = sc
+        rs_out[i], rc_out[i] = _class_row(P_block, i, y, y[row0 + i])
 
 
 @njit(nogil=True)
 def quality_block_serial(P_block, y, row0, rs_out, rc_out):
     """:func:`quality_block` without ``prange``, for use inside Dask blocks."""
     for i in range(P_block.shape[0]):
-        s, sc = _class_row(P_block, i, y, y[row0 + i])
-        rs_out[i] = s
-        rc_out[i] = sc
+        rs_out[i], rc_out[i] = _class_row(P_block, i, y, y[row0 + i])
 
 
 # -- validation and MBBS helpers ---------------------------------------------------

@@ -147,25 +147,58 @@ def _check_out(K, out, what, client):
 # -- the streaming loop ----------------------------------------------------------------
 
 
-def _read(A, r0, r1, dtype):
+def _read(A, r0, r1, dtype, buf=None):
+    """Rows ``r0:r1`` of A as a C-contiguous ``dtype`` array, decoded into ``buf`` when given.
+
+    Reading into a reused buffer matters: a fresh block-sized array is
+    page-faulted in on every read (the allocator hands large blocks back to
+    the system), which costs about as much as the read itself.
+    """
+    if buf is not None and np.dtype(A.dtype) == dtype:
+        from zarr.core.buffer import default_buffer_prototype
+
+        view = buf[:r1 - r0]
+        A.get_basic_selection(slice(r0, r1), out=default_buffer_prototype().nd_buffer.from_numpy_array(view))
+        return view
     return np.ascontiguousarray(A[r0:r1], dtype=dtype)
 
 
-def _stream(blocks, read, compute, write=None):
-    """Run ``compute(i, read(i))`` over all blocks, prefetching one and writing behind one.
+def _reader(src, blocks, dtype):
+    """``read(i, buf)`` for :func:`_stream`: decode block i into ``buf`` (allocated on first use)."""
+    shape = (max(r1 - r0 for r0, r1 in blocks), src.shape[1])
 
-    ``compute`` returns the array to hand to ``write(i, array)`` (often the
-    block itself, updated in place).  At most three blocks are alive: the one
-    computed, the next being read and the previous being written
-    (``plan_rows``'s ``n_buffers=3``).
+    def read(i, buf):
+        if buf is None or buf.shape != shape or buf.dtype != dtype:
+            buf = np.empty(shape, dtype=dtype)
+        return buf, _read(src, *blocks[i], dtype, buf)
+
+    return read
+
+
+def _stream(blocks, read, compute, write=None, ring=None):
+    """Run ``compute(i, block)`` over all blocks, prefetching one and writing behind one.
+
+    ``read(i, buf)`` returns ``(buf, block)``: the (possibly new) buffer and
+    the block read into it.  ``compute`` returns the array to hand to
+    ``write(i, array)`` (often the block itself, updated in place).  At most
+    three blocks are alive -- the one computed, the next being read and the
+    previous being written (``plan_rows``'s ``n_buffers=3``) -- so the three
+    buffers of ``ring`` are used in turn and kept for the next call: block
+    ``i + 1`` reuses the slot of block ``i - 2``, whose write has finished.
     """
+    ring = [None, None, None] if ring is None else ring
+
+    def read_slot(i):
+        ring[i % 3], blk = read(i, ring[i % 3])
+        return blk
+
     with ThreadPoolExecutor(1) as reader, ThreadPoolExecutor(1) as writer:
-        nxt = reader.submit(read, 0)
+        nxt = reader.submit(read_slot, 0)
         pending = None
         for i in range(len(blocks)):
             buf = nxt.result()
             if i + 1 < len(blocks):
-                nxt = reader.submit(read, i + 1)
+                nxt = reader.submit(read_slot, i + 1)
             out = compute(i, buf)
             del buf
             if write is not None:
@@ -185,11 +218,11 @@ class _Scan:
     costs two ``n x 16`` arrays and catches a K that is not symmetric at all.
     """
 
-    def __init__(self, n, nonneg):
+    def __init__(self, n):
         self.idx = np.unique(np.linspace(0, n - 1, min(n, N_SYMMETRY_ROWS)).astype(np.int64))
         self.cols = np.empty((n, self.idx.size))
         self.rows = np.empty((self.idx.size, n))
-        self.nonneg, self.scale = nonneg, np.finfo(np.float64).tiny
+        self.scale = np.finfo(np.float64).tiny
 
     def add(self, part):
         r0, r1, cols, rows, scale = part
@@ -204,19 +237,22 @@ class _Scan:
             raise DataError(f"K is not symmetric (max |K - K^T| = {asym:.3g} on sampled rows)")
 
 
-def _scan_part(blk, r0, idx, nonneg, what):
-    """Per-block part of :class:`_Scan` (runs in-process or in a task)."""
-    finite = np.isfinite(blk)
-    if not finite.all():
-        i, j = np.argwhere(~finite)[0]
-        raise DataError(f"K has a non-finite entry at ({r0 + i}, {j}); {what} needs a finite K")
-    if nonneg and blk.min() < 0:
+def _scan_part(blk, r0, idx, nonneg, what, rowsums):
+    """Per-block part of :class:`_Scan` (in-process or in a task); no block-sized temporaries.
+
+    A non-finite entry makes its row sum non-finite, so only such rows are searched.
+    """
+    for i in np.flatnonzero(~np.isfinite(rowsums)):
+        bad = np.flatnonzero(~np.isfinite(blk[i]))
+        where = f"entry at ({r0 + i}, {bad[0]})" if bad.size else f"row sum in row {r0 + i} (overflow)"
+        raise DataError(f"K has a non-finite {where}; {what} needs a finite K")
+    lo, hi = float(blk.min()), float(blk.max())
+    if nonneg and lo < 0:
         i, j = np.unravel_index(np.argmin(blk), blk.shape)
-        raise DataError(f"K has negative entries ({blk[i, j]:.3g} at ({r0 + i}, {j})); {what} needs K >= 0")
+        raise DataError(f"K has negative entries ({lo:.3g} at ({r0 + i}, {j})); {what} needs K >= 0")
     r1 = r0 + blk.shape[0]
     mine = idx[(idx >= r0) & (idx < r1)] - r0
-    return (r0, r1, blk[:, idx].astype(np.float64), blk[mine].astype(np.float64),
-            float(np.abs(blk).max()))
+    return r0, r1, blk[:, idx].astype(np.float64), blk[mine].astype(np.float64), max(hi, -lo)
 
 
 def _codes(y, n):
@@ -231,7 +267,7 @@ def _codes(y, n):
 def _check_iter(n_iter, tol):
     if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 0:
         raise UserError(f"n_iter must be an integer >= 0, got {n_iter!r}")
-    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol > 0):
+    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not tol > 0):
         raise UserError(f"tol must be a positive number or None, got {tol!r}")
     return int(n_iter), (None if tol is None else float(tol))
 
@@ -241,57 +277,90 @@ def _not_converged(what, t, err, tol):
                   NormalizeConvergenceWarning, stacklevel=3)
 
 
-# -- tasks (module level so that Dask can pickle them) ----------------------------------
+# -- block kernels and the two runners ------------------------------------------------------
+#
+# A block kernel ``fn(blk, row0, serial, *args) -> (result, to_write)`` works on
+# one row block already in memory; it is module level so that Dask can pickle
+# it.  ``serial`` picks the nogil kernel inside Dask tasks and the prange one
+# in-process (one level of parallelism).
 
 
-def _bbs_scan_task(K, G, r0, r1, idx, copy):
-    blk = _read(K, r0, r1, G.dtype)
-    part = _scan_part(blk, r0, idx, False, "BBS")
-    if copy:
-        G[r0:r1] = blk
-    return blk.sum(axis=1, dtype=np.float64), part
+def _k_bbs_scan(blk, r0, serial, idx):
+    rs = blk.sum(axis=1, dtype=np.float64)  # what the in-memory solver starts from
+    return (rs, _scan_part(blk, r0, idx, False, "BBS", rs)), blk
 
 
-def _bbs_alt_task(src, G, r, S, r0, r1, codes):
-    blk = _read(src, r0, r1, G.dtype)
-    out = np.empty(r1 - r0)
-    _nb().bbs_alt_pass_serial(blk, r, S, r0, out)
+def _k_bbs_alt(blk, r0, serial, r, S, codes):
+    nb, b = _nb(), blk.shape[0]
+    out = np.empty(b)
+    (nb.bbs_alt_pass_serial if serial else nb.bbs_alt_pass)(blk, r, S, r0, out)
     rc = None
-    if codes is not None:
-        rc, rs = np.empty(r1 - r0), np.empty(r1 - r0)
-        _nb().quality_block_serial(blk, codes, r0, rs, rc)
-    G[r0:r1] = blk
-    return out, rc
+    if codes is not None:  # same-class sums of the new rows, for MC (no extra I/O)
+        rc, rs = np.empty(b), np.empty(b)
+        (nb.quality_block_serial if serial else nb.quality_block)(blk, codes, r0, rs, rc)
+    return (out, rc), blk
 
 
-def _sk_scan_task(K, r0, r1, idx):
-    blk = _read(K, r0, r1, K.dtype)
-    part = _scan_part(blk, r0, idx, True, "Sinkhorn scaling")
-    out = np.empty(r1 - r0)
-    _nb().sk_matvec_block_serial(blk, np.ones(K.shape[0]), out)
-    return out, part
+def _k_sk_matvec(blk, r0, serial, d):
+    out = np.empty(blk.shape[0])
+    (_nb().sk_matvec_block_serial if serial else _nb().sk_matvec_block)(blk, d, out)
+    return out, None
 
 
-def _sk_matvec_task(K, d, r0, r1):
-    blk = _read(K, r0, r1, K.dtype)
-    out = np.empty(r1 - r0)
-    _nb().sk_matvec_block_serial(blk, d, out)
-    return out
+def _k_sk_scan(blk, r0, serial, idx):
+    Kd = _k_sk_matvec(blk, r0, serial, np.ones(blk.shape[1]))[0]  # K d for d = 1, as in memory
+    return (Kd, _scan_part(blk, r0, idx, True, "Sinkhorn scaling", Kd)), None
 
 
-def _sk_form_task(K, P_out, d, r0, r1):
-    # the same operations as normalize_numba.sk_form, ((d_i K_ij) d_j) in float64
-    # then one rounding to the storage type, so the values agree bit for bit
-    blk = _read(K, r0, r1, K.dtype)
-    P = ((d[r0:r1, None] * blk) * d[None, :]).astype(P_out.dtype)
-    P_out[r0:r1] = P
-    return P.sum(axis=1, dtype=np.float64)
+def _k_sk_form(blk, r0, serial, d, dtype):
+    if serial:
+        # normalize_numba.sk_form has no serial twin; these are its operations,
+        # ((d_i K_ij) d_j) in float64 then one rounding, so the values agree bit for bit
+        P = ((d[r0:r0 + blk.shape[0], None] * blk) * d[None, :]).astype(dtype, copy=False)
+        return P.sum(axis=1, dtype=np.float64), P
+    P = blk if blk.dtype == dtype else np.empty(blk.shape, dtype=dtype)  # sk_form may work in place
+    out = np.empty(blk.shape[0])
+    _nb().sk_form(blk, d, d, r0, P, out)
+    return out, P
+
+
+def _task(fn, src, dtype, dst, r0, r1, *args):
+    """One Dask task: read a block, run the serial kernel, write it back, return the small result."""
+    res, wbuf = fn(_read(src, r0, r1, dtype), r0, True, *args)
+    if dst is not None:
+        dst[r0:r1] = wbuf
+    return res
+
+
+def _run(client, ring, blocks, fn, src, dtype, dst, *args):
+    """``fn`` over all row blocks of ``src`` (cast to ``dtype``), writing ``to_write`` into ``dst``.
+
+    ``ring``: the driver's three reusable block buffers (in-process only).
+    Returns the per-block results in block order.
+    """
+    if client is not None:
+        # vectors go to every worker once instead of once per task
+        args = [client.scatter(a, broadcast=True, hash=False) if isinstance(a, np.ndarray) else a for a in args]
+        return client.gather([client.submit(_task, fn, src, dtype, dst, r0, r1, *args, pure=False)
+                              for r0, r1 in blocks])
+    results = [None] * len(blocks)
+
+    def compute(i, blk):
+        results[i], wbuf = fn(blk, blocks[i][0], False, *args)
+        return wbuf
+
+    def write(i, wbuf):
+        dst[blocks[i][0]:blocks[i][1]] = wbuf
+
+    _stream(blocks, _reader(src, blocks, dtype), compute, write if dst is not None else None, ring)
+    return results
 
 
 # -- BBS (paper 000, Alg. 1) --------------------------------------------------------------
 
 
-def bbs_blocked(K, G, *, n_iter=1000, tol=None, max_memory, y=None, record_every=0, client=None):
+def bbs_blocked(K, G, *, n_iter=1000, tol=None, max_memory, y=None, record_every=0, client=None,
+                callback=None):
     """Alg. 1 (alternating projection) of Euclidean BBS with K and G in zarr.
 
     Every iteration reads each row block of G, applies
@@ -324,6 +393,9 @@ def bbs_blocked(K, G, *, n_iter=1000, tol=None, max_memory, y=None, record_every
     client : distributed.Client, optional
         Run one task per row block on the cluster (the store must be on a
         file system the workers share).
+    callback : callable, optional
+        Called as ``callback(t, row_err)`` after every iteration (progress,
+        timing); ``t = 0`` after the first pass, which only reads K.
 
     Returns
     -------
@@ -338,21 +410,23 @@ def bbs_blocked(K, G, *, n_iter=1000, tol=None, max_memory, y=None, record_every
     n, dt = K.shape[0], np.dtype(G.dtype)
     codes = _codes(y, n)
     blocks = _blocks(G, plan_rows(n, max(dt.itemsize, np.dtype(K.dtype).itemsize), max_memory))
-    run = _Distributed(client) if client is not None else _Local()
-    scan = _Scan(n, nonneg=False)
+    scan, ring = _Scan(n), [None] * 3
     r = np.empty(n)
-    for (r0, r1), (rs, part) in zip(blocks, run.bbs_scan(K, G, blocks, scan.idx, copy=n_iter == 0)):
+    parts = _run(client, ring, blocks, _k_bbs_scan, K, dt, G if n_iter == 0 else None, scan.idx)
+    for (r0, r1), (rs, part) in zip(blocks, parts):
         r[r0:r1] = rs
         scan.add(part)
     scan.finish(dt)
     err, converged, t, history = float(np.abs(r - 1.0).max()), False, 0, []
+    if callback is not None:
+        callback(0, err)
     r_new, rc = np.empty(n), np.empty(n)
     for t in range(1, n_iter + 1):
         due = record_every > 0 and t % record_every == 0
         want_rc = due and codes is not None
         src = K if t == 1 else G
-        for (r0, r1), (rs, rcb) in zip(blocks, run.bbs_alt(src, G, r, r.sum(), blocks,
-                                                             codes if want_rc else None)):
+        parts = _run(client, ring, blocks, _k_bbs_alt, src, dt, G, r, float(r.sum()), codes if want_rc else None)
+        for (r0, r1), (rs, rcb) in zip(blocks, parts):
             r_new[r0:r1] = rs
             if want_rc:
                 rc[r0:r1] = rcb
@@ -361,6 +435,8 @@ def bbs_blocked(K, G, *, n_iter=1000, tol=None, max_memory, y=None, record_every
         if due:
             history.append((t, float(np.mean(np.abs(r - 1.0))),
                             float(np.mean(np.abs(rc - 1.0))) if want_rc else float("nan")))
+        if callback is not None:
+            callback(t, err)
         if tol is not None and err <= tol:
             converged = True
             break
@@ -408,13 +484,13 @@ def sinkhorn_blocked(K, P_out, *, n_iter=1000, tol=None, max_memory, client=None
     n = K.shape[0]
     itemsize = max(np.dtype(K.dtype).itemsize, np.dtype(P_out.dtype).itemsize)
     blocks = _blocks(P_out, plan_rows(n, itemsize, max_memory))
-    run = _Distributed(client) if client is not None else _Local()
-    scan = _Scan(n, nonneg=True)
+    kt = np.dtype(K.dtype)
+    scan, ring = _Scan(n), [None] * 3
     Kd = np.empty(n)
-    for (r0, r1), (out, part) in zip(blocks, run.sk_scan(K, blocks, scan.idx)):
+    for (r0, r1), (out, part) in zip(blocks, _run(client, ring, blocks, _k_sk_scan, K, kt, None, scan.idx)):
         Kd[r0:r1] = out
         scan.add(part)
-    scan.finish(np.dtype(K.dtype))
+    scan.finish(kt)
     d, t, converged = np.ones(n), 0, False
     while True:  # the loop of normalize._scaling._symmetric, step for step
         err = float(np.abs(d * Kd - 1.0).max())
@@ -430,128 +506,17 @@ def sinkhorn_blocked(K, P_out, *, n_iter=1000, tol=None, max_memory, client=None
                             "K has no total support")
         d = np.sqrt(d / Kd)
         t += 1
-        for (r0, r1), out in zip(blocks, run.sk_matvec(K, d, blocks)):
+        for (r0, r1), out in zip(blocks, _run(client, ring, blocks, _k_sk_matvec, K, kt, None, d)):
             Kd[r0:r1] = out
     r = np.empty(n)
-    for (r0, r1), rs in zip(blocks, run.sk_form(K, P_out, d, blocks)):
+    parts = _run(client, ring, blocks, _k_sk_form, K, kt, P_out, d, np.dtype(P_out.dtype))
+    for (r0, r1), rs in zip(blocks, parts):
         r[r0:r1] = rs
     err = float(np.abs(r - 1.0).max())
     if tol is not None and not converged:
         _not_converged("Sinkhorn (symmetric, out of core)", t, err, tol)
     return NormalizeInfo(n_iter=t, converged=converged or tol is None, row_err=err, method="sk/symmetric-ooc",
                          mu=d)
-
-
-# -- block runners: in-process (prange kernels) or one Dask task per block --------------------
-
-
-class _Local:
-    """Blocks in turn in this process, parallel kernels, I/O overlapped by two threads."""
-
-    @staticmethod
-    def _run(blocks, read, compute, write=None):
-        results = [None] * len(blocks)
-
-        def comp(i, buf):
-            results[i], out = compute(i, buf)
-            return out
-
-        _stream(blocks, read, comp, write)
-        return results
-
-    @staticmethod
-    def _writer(A, blocks):
-        def write(i, blk):
-            A[blocks[i][0]:blocks[i][1]] = blk
-        return write
-
-    def bbs_scan(self, K, G, blocks, idx, copy):
-        def compute(i, blk):
-            res = blk.sum(axis=1, dtype=np.float64), _scan_part(blk, blocks[i][0], idx, False, "BBS")
-            return res, blk
-
-        return self._run(blocks, lambda i: _read(K, *blocks[i], G.dtype), compute,
-                         self._writer(G, blocks) if copy else None)
-
-    def bbs_alt(self, src, G, r, S, blocks, codes):
-        nb = _nb()
-
-        def compute(i, blk):
-            r0, r1 = blocks[i]
-            out = np.empty(r1 - r0)
-            nb.bbs_alt_pass(blk, r, S, r0, out)
-            rc = None
-            if codes is not None:
-                rc, rs = np.empty(r1 - r0), np.empty(r1 - r0)
-                nb.quality_block(blk, codes, r0, rs, rc)
-            return (out, rc), blk
-
-        return self._run(blocks, lambda i: _read(src, *blocks[i], G.dtype), compute, self._writer(G, blocks))
-
-    def sk_scan(self, K, blocks, idx):
-        nb, ones = _nb(), np.ones(K.shape[0])
-
-        def compute(i, blk):
-            r0, r1 = blocks[i]
-            part = _scan_part(blk, r0, idx, True, "Sinkhorn scaling")
-            out = np.empty(r1 - r0)
-            nb.sk_matvec_block(blk, ones, out)
-            return (out, part), None
-
-        return self._run(blocks, lambda i: _read(K, *blocks[i], K.dtype), compute)
-
-    def sk_matvec(self, K, d, blocks):
-        nb = _nb()
-
-        def compute(i, blk):
-            out = np.empty(blk.shape[0])
-            nb.sk_matvec_block(blk, d, out)
-            return out, None
-
-        return self._run(blocks, lambda i: _read(K, *blocks[i], K.dtype), compute)
-
-    def sk_form(self, K, P_out, d, blocks):
-        nb = _nb()
-        same = np.dtype(K.dtype) == np.dtype(P_out.dtype)
-
-        def compute(i, blk):
-            # in place when the types agree: sk_form allows P_out to be K_block
-            P = blk if same else np.empty(blk.shape, dtype=P_out.dtype)
-            out = np.empty(blk.shape[0])
-            nb.sk_form(blk, d, d, blocks[i][0], P, out)
-            return out, P
-
-        return self._run(blocks, lambda i: _read(K, *blocks[i], K.dtype), compute, self._writer(P_out, blocks))
-
-
-class _Distributed:
-    """One task per row block on a dask.distributed cluster; serial nogil kernels inside."""
-
-    def __init__(self, client):
-        self.client = client
-
-    def _map(self, fn, blocks, *args, **kw):
-        futs = [self.client.submit(fn, *args, r0, r1, pure=False, **kw) for r0, r1 in blocks]
-        return self.client.gather(futs)
-
-    def _shared(self, x):
-        # one copy per worker instead of one per task
-        return self.client.scatter(x, broadcast=True, hash=False) if x is not None else None
-
-    def bbs_scan(self, K, G, blocks, idx, copy):
-        return self._map(_bbs_scan_task, blocks, K, G, idx=idx, copy=copy)
-
-    def bbs_alt(self, src, G, r, S, blocks, codes):
-        return self._map(_bbs_alt_task, blocks, src, G, self._shared(r), float(S), codes=self._shared(codes))
-
-    def sk_scan(self, K, blocks, idx):
-        return self._map(_sk_scan_task, blocks, K, idx=idx)
-
-    def sk_matvec(self, K, d, blocks):
-        return self._map(_sk_matvec_task, blocks, K, self._shared(d))
-
-    def sk_form(self, K, P_out, d, blocks):
-        return self._map(_sk_form_task, blocks, K, P_out, self._shared(d))
 
 
 # -- spectral step out of core -----------------------------------------------------------------

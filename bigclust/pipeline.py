@@ -127,6 +127,7 @@ class Runner:
                 log(f"  {stage:<10} {describe}: finished earlier, skipped")
             else:
                 t0 = time.perf_counter()
+                attrs["started"] = time.time()
                 log(f"  {stage:<10} {describe}: running")
                 if submit:
                     _submit(self.client, fn, str(self.store.path), key, attrs, *args)
@@ -172,6 +173,9 @@ class Runner:
         if k < 2 or k > n:
             raise UserError(f"{self.cfg.path}: [cluster] n_clusters={k} must be between 2 and n={n}"
                             + ("" if cl["n_clusters"] else " (taken from the number of classes)"))
+        if method == "kmeans" and cl["kmeans_n_init"]:
+            # k-means on wide raw data (text) can afford fewer restarts than on a k-dim embedding
+            cl = {**cl, "n_init": cl["kmeans_n_init"]}
         cl_params = {key: cl[key] for key in ("n_init", "max_iter", "algorithm", "seed")}
         if cl["algorithm"] != "lloyd":
             cl_params.update(minibatch_threshold=cl["minibatch_threshold"], batch_size=cl["batch_size"])
@@ -223,6 +227,58 @@ class Runner:
                        nmi_max=float(nmi.max()), acc_best_inertia=float(acc[best]),
                        nmi_best_inertia=float(nmi[best]))
         return rec
+
+    def run_mbbs(self, points):
+        """MBBS over the kernels of ``points`` (one per γ), then k-means; returns its record."""
+        from .metrics import batch_scores
+
+        point = points[0]
+        pre_key, ia, y = self.data(point)
+        n, cl, emb, aff, mp = ia["n_samples"], point["cluster"], point["embed"], point["affinity"], point["method"]
+        k = cl["n_clusters"] or ia["n_classes"]
+        if k < 2 or k > n:
+            raise UserError(f"{self.cfg.path}: [cluster] n_clusters={k} must be between 2 and n={n}")
+        gammas = [p["affinity"]["gamma"] for p in points]
+        aff_keys = []
+        for g in gammas:
+            ap = {"kind": aff["kind"], "dtype": aff["dtype"], "gamma": g}
+            if aff["kind"] == "knn":
+                ap["n_neighbors"] = aff["n_neighbors"]
+            aff_keys.append(self._stage("affinity", {"in": pre_key, **ap}, _affinity_dispatch, pre_key, ap,
+                                        cl["seed"], self.client, describe=_fmt(ap)))
+        ncomp = emb["n_components"] or k
+        shown = {"gammas": gammas, "lam": mp["lam"], "mbbs_outer": mp["mbbs_outer"]}
+        e_params = {"in": aff_keys, "method": "mbbs", "lam": mp["lam"], "mbbs_outer": mp["mbbs_outer"],
+                    "k": ncomp, "eigensolver": emb["eigensolver"]}
+        emb_key = self._stage("embed", e_params, stages.embed_multi, aff_keys, {**mp, **emb}, ncomp, y,
+                              self.cfg.max_memory, cl["seed"], describe=f"mbbs {_fmt(shown)}", submit=True)
+        cl_params = {key: cl[key] for key in ("n_init", "max_iter", "algorithm", "seed")}
+        c_key = self._stage("cluster", {"in": emb_key, "src": "embed", "k": k, **cl_params}, stages.cluster,
+                            "embed", emb_key, "E", cl, k, describe=f"mbbs k={k}", submit=True)
+        ea, ca = self.done[("embed", emb_key)], self.done[("cluster", c_key)]
+        rec = {"method": "mbbs", "params": shown, "dataset": ia["dataset"], "n": n, "k": k,
+               "alpha": ea["alpha"], "MB": ea["MB"], "MC": ea["MC"], "row_err": ea["row_err"],
+               "seconds": float(ea["seconds"] + ca["seconds"] + sum(self.done[("affinity", a)]["seconds"]
+                                                                     for a in aff_keys))}
+        if y is not None:
+            acc, nmi = batch_scores(y, read_matrix(self.store.open("cluster", c_key), "labels"),
+                                    norm=point["evaluate"]["nmi_norm"])
+            rec.update(acc_avg=float(acc.mean()), acc_max=float(acc.max()), nmi_avg=float(nmi.mean()),
+                       nmi_max=float(nmi.max()))
+        return rec
+
+
+def _mbbs_groups(cfg: Config, points):
+    """Sweep points that differ only in the affinity's γ form one MBBS problem each."""
+    groups = {}
+    for point in points:
+        rest = {s: dict(v) for s, v in point.items()}
+        rest["affinity"].pop("gamma")
+        groups.setdefault(stable_hash(rest), []).append(point)
+    if any(len(g) < 2 for g in groups.values()):
+        raise UserError(f"{cfg.path}: MBBS combines the kernels of a γ sweep: give [affinity] gamma as a "
+                        "list of at least two values")
+    return list(groups.values())
 
 
 def _ingest_with_progress(store_path, key, attrs, source, chunk_rows):
@@ -286,11 +342,16 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
             log(f"[{i + 1}/{len(points)}] " + (_fmt({f"{s}.{k}": point[s][k] for s, k in cfg.sweeps})
                                                 or "(no sweep)"))
             for method in methods:
+                if method == "mbbs":
+                    continue  # needs every kernel of the sweep: run below
                 rec = runner.run_point(point, method)
                 ident = json.dumps([rec["method"], rec["params"]], sort_keys=True)
                 if ident not in seen:  # k-means on X does not depend on γ: report it once
                     seen.add(ident)
                     records.append(rec)
+        if "mbbs" in methods:
+            for group in _mbbs_groups(cfg, points):
+                records.append(runner.run_mbbs(group))
     if force and out_dir.exists():
         _archive_out_dir(out_dir)
     report.write(out_dir, records, cfg, plots=cfg.sections["output"]["plots"])

@@ -178,12 +178,11 @@ def embed(store_path, key, attrs, aff_key, method, params, k, y, max_memory, see
     ga = store.open("affinity", aff_key)
     sparse = is_sparse(ga, "K")
     n = ga["K"]["indptr"].shape[0] - 1 if sparse else ga["K"].shape[0]
-    if not sparse and n * n * 8 * 2 > max_memory:
-        raise UserError(f"dense normalisation of n={n} needs {n * n * 16 / 1e9:.1f} GB > [store] max_memory; "
-                        "raise max_memory or use [affinity] kind = \"knn\"")
-    K = read_matrix(ga, "K")
-    if not sparse:
-        K = np.asarray(K, dtype=np.float64)
+    itemsize = ga["K"]["data"].dtype.itemsize if sparse else ga["K"].dtype.itemsize
+    if not sparse and 2 * n * n * itemsize > max_memory:  # K and the working copy G
+        raise UserError(f"dense normalisation of n={n} needs {2 * n * n * itemsize / 1e9:.1f} GB > "
+                        "[store] max_memory; raise max_memory or use [affinity] kind = \"knn\"")
+    K = read_matrix(ga, "K")  # float32 kernels stay float32 (half the bytes per pass)
     t0 = time.perf_counter()
     mparams = _method_params(method, params)
     P, info = normalize(K, method, y=y if params["record_every"] else None,
@@ -197,6 +196,41 @@ def embed(store_path, key, attrs, aff_key, method, params, k, y, max_memory, see
                         "norm_n_iter": int(info.n_iter), "norm_converged": bool(info.converged),
                         "row_err": float(info.row_err),
                         "history": [list(map(float, h)) for h in info.history]})
+
+
+def embed_multi(store_path, key, attrs, aff_keys, params, k, y, max_memory, seed):
+    """MBBS (paper 000 section V) over several kernels, then the spectral embedding.
+
+    The kernels are the affinities of a γ sweep; their learnt weights
+    ``alpha`` are kept as an attribute.
+    """
+    from .normalize import mbbs, quality
+    from .spectral import embed as spectral_embed
+
+    store = Store(store_path)
+    groups = [store.open("affinity", a) for a in aff_keys]
+    if any(is_sparse(g, "K") for g in groups) and not all(is_sparse(g, "K") for g in groups):
+        raise UserError("MBBS needs kernels that are all dense or all sparse")
+    if not is_sparse(groups[0], "K"):
+        n = groups[0]["K"].shape[0]
+        need = (len(groups) + 2) * n * n * 8
+        if need > max_memory:
+            raise UserError(f"MBBS on {len(groups)} dense kernels of n={n} needs {need / 1e9:.1f} GB > "
+                            "[store] max_memory")
+    Ks = [read_matrix(g, "K") for g in groups]
+    Ks = [K.astype(np.float64) for K in Ks]
+    t0 = time.perf_counter()
+    P, info = mbbs(Ks, lam=params["lam"], n_outer=params["mbbs_outer"], solver="dual",
+                   n_iter=100, tol=1e-6, return_info=True)
+    t_norm = time.perf_counter() - t0
+    mb, mc = quality(P, y) if y is not None else (float("nan"), float("nan"))
+    E = spectral_embed(P, k, solver=params["eigensolver"], random_state=seed)
+    with store.write("embed", key, attrs) as g:
+        write_dense(g, "E", E)
+        g.attrs.update({"normalize_seconds": t_norm, "MB": float(mb), "MC": float(mc),
+                        "norm_n_iter": int(info.n_iter), "norm_converged": bool(info.converged),
+                        "row_err": float(info.row_err), "history": [],
+                        "alpha": [float(a) for a in info.alpha]})
 
 
 def _method_params(method, params):

@@ -170,3 +170,16 @@ def test_kill_minus_9_mid_stage_then_resume(tmp_path, make_config):
     recs = run(cfg)
     assert recs[0]["acc_avg"] > 0.9
     assert not any(tmpdir.iterdir())
+
+
+def test_mbbs_over_gamma_sweep(tmp_path, blob_file, make_config):
+    cfg = _with(make_config(blob_file), 'names = ["kmeans", "ra", "ncut"]', 'names = ["ra", "mbbs"]\nlam = 5.0')
+    cfg = _with(cfg, "gamma = 1.0", "gamma = [2.0, 0.5]")
+    recs = run(cfg)
+    m = [r for r in recs if r["method"] == "mbbs"]
+    assert len(m) == 1 and m[0]["params"]["gammas"] == [2.0, 0.5]
+    assert len(m[0]["alpha"]) == 2 and abs(sum(m[0]["alpha"]) - 1) < 1e-9 and min(m[0]["alpha"]) >= 0
+    assert m[0]["row_err"] < 1e-8 and m[0]["acc_avg"] == pytest.approx(1.0)
+    one = _with(make_config(blob_file, name="one.toml"), 'names = ["kmeans", "ra", "ncut"]', 'names = ["mbbs"]')
+    with pytest.raises(UserError, match="at least two values"):
+        run(one, out=str(tmp_path / "o_one"))

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import NormalizeInfo, kernels, warn_not_converged
+from ._common import PARALLEL_MIN_NNZ, NormalizeInfo, kernels, warn_not_converged
 from ._newton import newton
 
 #: an active set at most this dense is listed (CSR) for the CG products
@@ -130,9 +130,10 @@ def dual(K, dt, n_iter, tol, hist, mu0=None, jvp="auto"):
             np.cumsum(cnt, out=indptr[1:])
             indices = np.empty(nnz, dtype=np.int32 if n < 2**31 else np.int64)
             nb.bbs_dual_active_fill(K, mu, indptr, indices)
+            product = nb.pattern_jvp if nnz >= PARALLEL_MIN_NNZ else nb.pattern_jvp_serial
 
             def matvec(v):
-                nb.pattern_jvp(indptr, indices, v, out)
+                product(indptr, indices, v, out)
                 return out.copy()
         else:
             def matvec(v):

@@ -29,8 +29,8 @@ import warnings
 
 import numpy as np
 
-from ._common import (NormalizeConvergenceWarning, NormalizeInfo, kernels, like_sparse, pcg, row_ids,
-                      warn_not_converged)
+from ._common import (PARALLEL_MIN_NNZ, NormalizeConvergenceWarning, NormalizeInfo, kernels, like_sparse, pcg,
+                      row_ids, warn_not_converged)
 from ._newton import newton
 from ..errors import DataError
 
@@ -53,11 +53,15 @@ class Support:
         self.kdiag = np.asarray(K.diagonal(), dtype=np.float64)
         self.diag = np.diff(self.indptr) + self.diag_stored
         self._out = np.empty(self.n)
+        big = self.indices.shape[0] >= PARALLEL_MIN_NNZ
+        nb = kernels()
+        self._pattern_jvp = nb.pattern_jvp if big else nb.pattern_jvp_serial
+        self.dual_jvp = nb.csr_dual_jvp if big else nb.csr_dual_jvp_serial
         self.n_cg = 0
         self._warned = False
 
     def laplacian_matvec(self, v):
-        kernels().pattern_jvp(self.indptr, self.indices, v, self._out)
+        self._pattern_jvp(self.indptr, self.indices, v, self._out)
         return self._out.copy()
 
     def solve(self, b, x_prev=None):
@@ -102,7 +106,7 @@ def alternating(template, K, dt, n_iter, tol, hist):
     t, err, converged = 0, float(np.abs(r - 1.0).max()), False
     for t in range(1, n_iter + 1):
         mu = sup.solve(1.0 - r, mu)
-        kernels().csr_alt_pass(data, sup.indices, sup.indptr, mu, r)
+        kernels().csr_dual_form(data, sup.indices, sup.indptr, mu, data, r)  # in place: Alg. 1 on E
         err = float(np.abs(r - 1.0).max())
         if hist.due(t):
             hist.add(t, r, sup.class_sums(data, hist.codes)[1] if hist.wants_classes else None)
@@ -146,7 +150,6 @@ def dykstra(template, K, dt, n_iter, tol, hist):
 def dual(template, K, dt, n_iter, tol, hist, mu0=None):
     """Semismooth Newton on the dual with the active set read from K's stored entries."""
     sup = Support(K)
-    nb = kernels()
     if mu0 is None:  # the support projection of K itself
         mu0 = sup.solve(1.0 - np.bincount(sup.rows, weights=K.data, minlength=sup.n))
     out = np.empty(sup.n)
@@ -155,7 +158,7 @@ def dual(template, K, dt, n_iter, tol, hist, mu0=None):
         diag = cnt + (sup.diag_stored & (sup.kdiag + 2.0 * mu > 0.0))
 
         def matvec(v):
-            nb.csr_dual_jvp(K.data, sup.indices, sup.indptr, mu, v, out)
+            sup.dual_jvp(K.data, sup.indices, sup.indptr, mu, v, out)
             return out.copy()
         return matvec, diag
 

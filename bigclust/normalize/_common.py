@@ -64,6 +64,11 @@ class NormalizeInfo:
     n_inner: int = 0
 
 
+#: below this many stored entries a CSR product runs serially: starting threads
+#: would cost more than the product (it runs once per CG step)
+PARALLEL_MIN_NNZ = 1 << 16
+
+
 def kernels():
     """The Numba kernels, imported on first use so ``import bigclust`` stays fast."""
     from .. import normalize_numba

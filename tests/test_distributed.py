@@ -1,0 +1,39 @@
+"""The same pipeline on a real dask.distributed cluster gives the local run's labels."""
+import numpy as np
+import pytest
+
+from bigclust.pipeline import run
+from bigclust.store import Store, read_matrix
+
+from conftest import blobs
+
+distributed = pytest.importorskip("distributed")
+
+
+def _labels(store_path):
+    s = Store(store_path)
+    return {k: read_matrix(s.open("cluster", k), "labels") for k in s.stage_keys("cluster")}
+
+
+def test_local_cluster_labels_equal_local_run(tmp_path, make_config):
+    X, y = blobs(n=600, k=4, d=6, seed=2, sep=3.0)
+    p = tmp_path / "d.npz"
+    np.savez(p, X=X, y=y)
+    cfg = make_config(p)
+    cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]',
+                                           'names = ["kmeans", "ra", "ncut", "sk", "bbs"]\nn_iter = 50')
+                   .replace("gamma = 1.0", "gamma = [1.0, 0.25]").replace('kind = "gaussian"', ""))
+    local = run(cfg, out=str(tmp_path / "o_local"))
+    labels_local = _labels(tmp_path / "store.zarr")
+
+    cfg2 = tmp_path / "dist.toml"
+    cfg2.write_text(cfg.read_text().replace('path = "store.zarr"', 'path = "store_dist.zarr"'))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        dist = run(cfg2, scheduler=cluster.scheduler_address, out=str(tmp_path / "o_dist"))
+    labels_dist = _labels(tmp_path / "store_dist.zarr")
+    assert labels_local.keys() == labels_dist.keys() and len(labels_local) == 9
+    for k in labels_local:
+        np.testing.assert_array_equal(labels_local[k], labels_dist[k])
+    for a, b in zip(local, dist):
+        assert a["method"] == b["method"] and a["acc_avg"] == b["acc_avg"] and a["nmi_max"] == b["nmi_max"]
