@@ -157,7 +157,7 @@ def bench_bbs(n, dtype, repeats, iters, max_dykstra_seconds, as_json):
               help="Folder for the temporary store (default: the system temp folder).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def bench_ooc(n, max_memory, iters, dtype, workdir, as_json):
-    """Out-of-core BBS (Alg. 1) on a zarr K of n x n: seconds per iteration and peak RSS."""
+    """Out-of-core BBS on a zarr K of n x n: seconds per iteration and peak RSS."""
     from .bench import bench_ooc as run
     _bench_print(run(n=n, max_memory=max_memory, iters=iters, dtype=dtype, workdir=workdir), as_json)
 

@@ -1,6 +1,7 @@
 """Numba kernels of :mod:`bigclust.normalize`.
 
-Plain functions over arrays writing into preallocated outputs (DESIGN.md 3.2).
+Plain functions over arrays writing into preallocated outputs (DESIGN.md 3.2);
+the CSR kernels (O(nnz) per pass) are in :mod:`bigclust.normalize._csr_numba`.
 Dense kernels take a row block ``K_block = K[row0:row0 + b]`` plus full
 length-n vectors, so the in-memory solvers (one block) and the out-of-core path
 (zarr row blocks) share them; ``*_serial`` twins (nogil, no prange) serve Dask
@@ -272,36 +273,6 @@ def bbs_dual_jvp(K, mu, v, out):
         out[i] = s
 
 
-@njit(nogil=True)
-def _pattern_jvp_rows(indptr, indices, v, out, lo, hi):
-    for i in range(lo, hi):
-        vi = v[i]
-        s = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            s += vi + v[indices[k]]
-        out[i] = s
-
-
-@njit(parallel=True, nogil=True)
-def pattern_jvp(indptr, indices, v, out):
-    """``(D + A) v`` for the graph listed in CSR form (signless Laplacian).
-
-    ``((D + A) v)_i = sum_{j in row i} (v_i + v_j)`` -- a stored diagonal
-    entry counts twice, as it should (``d/dmu_i`` of ``mu_i + mu_i``).
-    ``indptr``, ``indices`` IN; ``v`` (n,) float64 IN; ``out`` (n,) float64 OUT.
-    """
-    n = indptr.shape[0] - 1
-    step = (n + 63) // 64  # 64 row ranges: cheap to schedule, balanced enough
-    for c in prange(64):
-        _pattern_jvp_rows(indptr, indices, v, out, min(n, c * step), min(n, c * step + step))
-
-
-@njit(nogil=True)
-def pattern_jvp_serial(indptr, indices, v, out):
-    """:func:`pattern_jvp` without ``prange`` (small graphs: no thread start-up per CG step)."""
-    _pattern_jvp_rows(indptr, indices, v, out, 0, indptr.shape[0] - 1)
-
-
 @njit(parallel=True, nogil=True)
 def bbs_dual_form(K_block, mu, row0, G_out, r_out):
     """``G_out = max(K + mu 1^T + 1 mu^T, 0)`` on a row block and its row sums.
@@ -337,90 +308,6 @@ def bbs_kkt_rows(K_block, G_block, mu, row0, lam_min_out, comp_out):
             cp = max(cp, abs(lam * g))
         lam_min_out[i] = lo
         comp_out[i] = cp
-
-
-# -- sparse (CSR) BBS ------------------------------------------------------------
-
-
-@njit(parallel=True, nogil=True)
-def csr_dual_eval(data, indices, indptr, mu, r_out, sq_out, cnt_out):
-    """:func:`bbs_dual_eval` over the stored entries of a CSR matrix."""
-    for i in prange(indptr.shape[0] - 1):
-        mi = mu[i]
-        s = 0.0
-        q = 0.0
-        c = 0
-        for k in range(indptr[i], indptr[i + 1]):
-            v = _pos_shift(data[k], mi, mu[indices[k]])
-            s += v
-            q += v * v
-            if v > 0.0:
-                c += 1
-        r_out[i] = s
-        sq_out[i] = q
-        cnt_out[i] = c
-
-
-@njit(nogil=True)
-def _csr_dual_jvp_rows(data, indices, indptr, mu, v, out, lo, hi):
-    for i in range(lo, hi):
-        mi = mu[i]
-        vi = v[i]
-        s = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
-            if _pos_shift(data[k], mi, mu[j]) > 0.0:
-                s += vi + v[j]
-        out[i] = s
-
-
-@njit(parallel=True, nogil=True)
-def csr_dual_jvp(data, indices, indptr, mu, v, out):
-    """:func:`bbs_dual_jvp` over the stored entries of a CSR matrix."""
-    n = indptr.shape[0] - 1
-    step = (n + 63) // 64
-    for c in prange(64):
-        _csr_dual_jvp_rows(data, indices, indptr, mu, v, out, min(n, c * step), min(n, c * step + step))
-
-
-@njit(nogil=True)
-def csr_dual_jvp_serial(data, indices, indptr, mu, v, out):
-    """:func:`csr_dual_jvp` without ``prange`` (small graphs)."""
-    _csr_dual_jvp_rows(data, indices, indptr, mu, v, out, 0, indptr.shape[0] - 1)
-
-
-@njit(parallel=True, nogil=True)
-def csr_dual_form(data, indices, indptr, mu, out_data, r_out):
-    """``max(K_ij + mu_i + mu_j, 0)`` on the stored entries, and the row sums.
-
-    ``out_data`` OUT (same pattern) may be ``data`` itself: in place, with
-    ``mu`` solving ``(D + A_E) mu = 1 - G1``, this is one iteration of Alg. 1
-    within the support E (projection onto the symmetric E-supported matrices
-    with unit row sums, then the clip).  ``r_out`` (n,) float64 OUT.
-    """
-    for i in prange(indptr.shape[0] - 1):
-        mi = mu[i]
-        s = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            out_data[k] = _pos_shift(data[k], mi, mu[indices[k]])
-            s += out_data[k]
-        r_out[i] = s
-
-
-@njit(parallel=True, nogil=True)
-def csr_class_sums(data, indices, indptr, y, row0, r_out, rc_out):
-    """Row sums and same-class row sums of a CSR row block starting at row ``row0`` (MB / MC)."""
-    for i in prange(indptr.shape[0] - 1):
-        yi = y[row0 + i]
-        s = 0.0
-        sc = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            p = data[k]
-            s += p
-            if y[indices[k]] == yi:
-                sc += p
-        r_out[i] = s
-        rc_out[i] = sc
 
 
 # -- Sinkhorn-Knopp / Ncut scaling ------------------------------------------------

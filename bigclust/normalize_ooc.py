@@ -1,35 +1,32 @@
 """Out-of-core normalisation: K and G live in zarr, every iteration streams row blocks.
 
-When ``n^2`` entries do not fit ``max_memory``, the in-memory solvers of
-:mod:`bigclust.normalize` cannot hold K.  Here K (read only) and the iterate
-(G for BBS, P for Sinkhorn) are zarr arrays chunked by rows; each iteration
-reads every row block once, runs the same Numba kernel as the in-memory solver
-on it, and (for BBS) writes it back.  Only length-``n`` vectors stay in memory
-between blocks, so memory is bounded by a few blocks whatever ``n``
-(:func:`plan_rows`, DESIGN.md 3.7).
+When ``n^2`` entries do not fit ``max_memory``, K (read only) and the iterate
+(G for BBS, P for Sinkhorn) are zarr arrays chunked by rows.  Each iteration
+reads every row block once, runs the in-memory solver's Numba kernel on it and
+(for BBS) writes it back; only length-``n`` vectors persist between blocks, so
+memory is a few blocks whatever ``n`` (:func:`plan_rows`, DESIGN.md 3.7).
 
-Why the results equal the in-memory ones bit for bit: every kernel works row by
-row from the *full* vectors (row sums ``r`` and total ``S`` for BBS, ``d`` for
-Sinkhorn), so a row's new values do not depend on which block it was in, and
-the small per-iteration state is reduced on the driver in the same order as in
-memory.  Alg. 1's affine step needs the row sums of the whole *previous* G;
-they are collected in the same pass that writes the new G, so one iteration is
-exactly one read and one write of G.
+The results equal the in-memory ones bit for bit: every kernel works row by
+row from the *full* vectors (``r`` and ``S`` for BBS, ``d`` for Sinkhorn), so
+a row's values do not depend on its block, and the small state is reduced on
+the driver as in memory.  Alg. 1's affine step needs the row sums of the whole
+*previous* G; they are collected in the pass that writes the new G, so an
+iteration is exactly one read and one write of G.
 
-Two ways to run the blocks (DESIGN.md 3.3, one level of parallelism):
-
-* ``client=None``: blocks in turn in this process with the ``prange`` kernels;
-  a reader thread prefetches the next block and a writer thread writes the
-  previous one, so I/O overlaps the kernel (three blocks in flight).
-* a ``dask.distributed`` client: one task per row block per iteration; the task
-  opens its block from the (shared-file-system) store, runs the serial
-  ``nogil`` kernel, writes its rows back and returns its row sums.  Blocks are
-  whole chunks of the written array, so no two tasks ever write one chunk.
+With ``client=None`` the blocks run in turn in this process with the ``prange``
+kernels, a reader thread prefetching the next block and a writer thread writing
+the previous one.  With a ``dask.distributed`` client there is one task per row
+block per pass: it reads its block from the (shared) store, runs the serial
+``nogil`` kernel, writes its rows back and returns its row sums.  Either way
+blocks are whole chunks of the written array, so no two writers share a chunk
+(one level of parallelism, DESIGN.md 3.3).
 """
 from __future__ import annotations
 
+import sys
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
@@ -68,10 +65,8 @@ def plan_rows(n, itemsize, max_memory, n_buffers=3) -> int:
 
     Parameters
     ----------
-    n : int
-        Row length (the matrix is n x n).
-    itemsize : int
-        Bytes per entry (4 for float32, 8 for float64).
+    n, itemsize : int
+        Row length (the matrix is n x n) and bytes per entry.
     max_memory : int or str
         Budget in bytes (or a size string, ``"1GB"``).
     n_buffers : int
@@ -81,12 +76,8 @@ def plan_rows(n, itemsize, max_memory, n_buffers=3) -> int:
     Returns
     -------
     int
-        ``min(n, max_memory // (n_buffers * n * itemsize))``.
-
-    Raises
-    ------
-    UserError
-        If the budget does not hold ``n_buffers`` single rows.
+        ``min(n, max_memory // (n_buffers * n * itemsize))``; a UserError if
+        that is 0.
     """
     budget = parse_memory(max_memory)
     if n < 1 or itemsize < 1 or n_buffers < 1:
@@ -114,25 +105,21 @@ def _blocks(A, rows):
 
 
 def create_like(K, group, name, dtype=None):
-    """An uncompressed zarr array in ``group`` with K's shape and chunks (the G or P to write).
+    """The G or P to write: an uncompressed zarr array in ``group`` with K's shape and row chunks.
 
     Uncompressed because kernel values hardly compress and every iteration
-    would pay the codec twice.
+    would pay the codec twice (and so that :func:`_direct` applies).
     """
-    return group.create_array(name, shape=K.shape, chunks=K.chunks, dtype=np.dtype(dtype or K.dtype),
-                              compressors=None, fill_value=0)
+    return group.create_array(name, shape=K.shape, chunks=(K.chunks[0], K.shape[1]),
+                              dtype=np.dtype(dtype or K.dtype), compressors=None, fill_value=0)
 
 
-def _check_square(A, what):
-    if not (hasattr(A, "chunks") and hasattr(A, "shape")) or len(A.shape) != 2 or A.shape[0] != A.shape[1]:
-        raise DataError(f"{what} must be a square 2-D zarr array, got {type(A).__name__} "
-                        f"of shape {getattr(A, 'shape', None)}")
-    if A.shape[0] == 0:
-        raise DataError(f"{what} is empty")
-
-
-def _check_out(K, out, what, client):
-    _check_square(out, what)
+def _check(K, out, what, client):
+    for A, name in ((K, "K"), (out, what)):
+        if not (hasattr(A, "chunks") and hasattr(A, "shape")) or len(A.shape) != 2 or A.shape[0] != A.shape[1] \
+                or A.shape[0] == 0:
+            raise DataError(f"{name} must be a non-empty square 2-D zarr array, got {type(A).__name__} "
+                            f"of shape {getattr(A, 'shape', None)}")
     if out.shape != K.shape:
         raise DataError(f"{what} has shape {out.shape}, K has {K.shape}")
     if np.dtype(out.dtype) not in (np.float32, np.float64):
@@ -147,24 +134,82 @@ def _check_out(K, out, what, client):
 # -- the streaming loop ----------------------------------------------------------------
 
 
-def _read(A, r0, r1, dtype, buf=None):
-    """Rows ``r0:r1`` of A as a C-contiguous ``dtype`` array, decoded into ``buf`` when given.
+def _direct(A):
+    """``(folder, chunk_rows, fill)`` when A's chunks can be used as plain files, else None.
 
-    Reading into a reused buffer matters: a fresh block-sized array is
-    page-faulted in on every read (the allocator hands large blocks back to
-    the system), which costs about as much as the read itself.
+    True of an uncompressed zarr v3 array of full-width row chunks in a
+    ``LocalStore`` (a single ``bytes`` codec, native order): each chunk file
+    holds its rows in C order (the edge chunk padded to full size), so a block
+    is read straight into a reused buffer and written from it.  Through zarr
+    every chunk is allocated and copied, which here costs about three times
+    the time and up to a block of extra memory per operation in flight.
     """
-    if buf is not None and np.dtype(A.dtype) == dtype:
-        from zarr.core.buffer import default_buffer_prototype
+    try:
+        from zarr.codecs import BytesCodec
+        from zarr.storage import LocalStore
 
-        view = buf[:r1 - r0]
-        A.get_basic_selection(slice(r0, r1), out=default_buffer_prototype().nd_buffer.from_numpy_array(view))
-        return view
-    return np.ascontiguousarray(A[r0:r1], dtype=dtype)
+        meta, codec = A.metadata, A.metadata.codecs[0]
+        if (isinstance(A.store, LocalStore) and meta.zarr_format == 3 and len(meta.codecs) == 1
+                and isinstance(codec, BytesCodec) and A.chunks[1] == A.shape[1]
+                and (codec.endian is None or codec.endian.value == sys.byteorder)):
+            return Path(A.store.root) / A.path, A.chunks[0], meta.fill_value
+    except (AttributeError, ImportError, IndexError):
+        pass
+    return None
+
+
+def _chunk_files(A, where, r0, r1):
+    """``(path, row0, row1)`` of the chunks covering rows ``r0:r1`` (which must be chunk aligned)."""
+    folder, c, _ = where
+    return [(folder / A.metadata.encode_chunk_key((ci, 0)), ci * c, min((ci + 1) * c, A.shape[0]))
+            for ci in range(r0 // c, -(-r1 // c))]
+
+
+def _aligned(where, r0, r1, n):
+    return where is not None and r0 % where[1] == 0 and (r1 % where[1] == 0 or r1 == n)
+
+
+def _read(A, r0, r1, dtype, buf=None):
+    """Rows ``r0:r1`` of A as a C-contiguous ``dtype`` array, read into ``buf`` if :func:`_direct` allows.
+
+    A reused buffer also saves page-faulting a fresh block in on every read.
+    """
+    where = _direct(A)
+    if buf is None or np.dtype(A.dtype) != dtype or not _aligned(where, r0, r1, A.shape[0]):
+        return np.ascontiguousarray(A[r0:r1], dtype=dtype)
+    view = buf[:r1 - r0]
+    for path, c0, c1 in _chunk_files(A, where, r0, r1):
+        part = view[c0 - r0:c1 - r0]
+        try:
+            with open(path, "rb") as f:
+                got = f.readinto(memoryview(part).cast("B"))
+        except FileNotFoundError:  # zarr leaves chunks equal to the fill value unwritten
+            part[...] = where[2]
+            continue
+        if got != part.nbytes:
+            raise DataError(f"chunk file {path} holds {got} bytes, expected at least {part.nbytes}")
+    return view
+
+
+def _write(A, r0, r1, blk):
+    """``A[r0:r1] = blk``, as plain file writes when :func:`_direct` allows."""
+    where = _direct(A)
+    if blk.dtype != np.dtype(A.dtype) or not blk.flags.c_contiguous or A.store.read_only \
+            or not _aligned(where, r0, r1, A.shape[0]):
+        A[r0:r1] = blk  # zarr's own path (and its read-only error)
+        return
+    for path, c0, c1 in _chunk_files(A, where, r0, r1):
+        part = blk[c0 - r0:c1 - r0]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(memoryview(part).cast("B"))
+            missing = (where[1] - (c1 - c0)) * part.shape[1]  # the edge chunk is stored full size
+            if missing:
+                f.write(np.full(missing, where[2], dtype=part.dtype).tobytes())
 
 
 def _reader(src, blocks, dtype):
-    """``read(i, buf)`` for :func:`_stream`: decode block i into ``buf`` (allocated on first use)."""
+    """``read(i, buf)`` for :func:`_stream`: block i into ``buf`` (allocated on first use)."""
     shape = (max(r1 - r0 for r0, r1 in blocks), src.shape[1])
 
     def read(i, buf):
@@ -178,13 +223,11 @@ def _reader(src, blocks, dtype):
 def _stream(blocks, read, compute, write=None, ring=None):
     """Run ``compute(i, block)`` over all blocks, prefetching one and writing behind one.
 
-    ``read(i, buf)`` returns ``(buf, block)``: the (possibly new) buffer and
-    the block read into it.  ``compute`` returns the array to hand to
-    ``write(i, array)`` (often the block itself, updated in place).  At most
-    three blocks are alive -- the one computed, the next being read and the
-    previous being written (``plan_rows``'s ``n_buffers=3``) -- so the three
-    buffers of ``ring`` are used in turn and kept for the next call: block
-    ``i + 1`` reuses the slot of block ``i - 2``, whose write has finished.
+    ``read(i, buf) -> (buf, block)`` fills a (possibly new) buffer; ``compute``
+    returns the array for ``write(i, array)``.  Three blocks are alive -- the
+    one computed, the next being read, the previous being written (``plan_rows``'s
+    ``n_buffers=3``) -- so ``ring``'s three buffers serve in turn and are kept
+    for the next call: block ``i + 1`` reuses block ``i - 2``'s, whose write is done.
     """
     ring = [None, None, None] if ring is None else ring
 
@@ -210,35 +253,27 @@ def _stream(blocks, read, compute, write=None, ring=None):
             pending.result()
 
 
-class _Scan:
-    """Checks made while the first pass streams K: finite, maybe >= 0, and symmetric on sampled rows.
+def _first_pass(client, ring, blocks, fn, K, dtype, dst):
+    """The first pass over K: ``fn``'s (n,) vector, and K checked finite, (maybe) >= 0 and symmetric.
 
     A full symmetry check would need column blocks (a read of all of K per
     block); comparing ``N_SYMMETRY_ROWS`` whole rows with the same columns
     costs two ``n x 16`` arrays and catches a K that is not symmetric at all.
     """
-
-    def __init__(self, n):
-        self.idx = np.unique(np.linspace(0, n - 1, min(n, N_SYMMETRY_ROWS)).astype(np.int64))
-        self.cols = np.empty((n, self.idx.size))
-        self.rows = np.empty((self.idx.size, n))
-        self.scale = np.finfo(np.float64).tiny
-
-    def add(self, part):
-        r0, r1, cols, rows, scale = part
-        self.cols[r0:r1] = cols
-        sel = (self.idx >= r0) & (self.idx < r1)
-        self.rows[sel] = rows
-        self.scale = max(self.scale, scale)
-
-    def finish(self, dtype):
-        asym = float(np.abs(self.cols.T - self.rows).max())
-        if asym > 64 * np.finfo(dtype).eps * self.scale:
-            raise DataError(f"K is not symmetric (max |K - K^T| = {asym:.3g} on sampled rows)")
+    n = K.shape[0]
+    idx = np.unique(np.linspace(0, n - 1, min(n, N_SYMMETRY_ROWS)).astype(np.int64))
+    vec, cols, rows, scale = np.empty(n), np.empty((n, idx.size)), np.empty((idx.size, n)), 0.0
+    for v, (r0, r1, c, rw, sc) in _run(client, ring, blocks, fn, K, dtype, dst, idx):
+        vec[r0:r1], cols[r0:r1], scale = v, c, max(scale, sc)
+        rows[(idx >= r0) & (idx < r1)] = rw
+    asym = float(np.abs(cols.T - rows).max())
+    if asym > 64 * np.finfo(dtype).eps * max(scale, np.finfo(np.float64).tiny):
+        raise DataError(f"K is not symmetric (max |K - K^T| = {asym:.3g} on sampled rows)")
+    return vec
 
 
 def _scan_part(blk, r0, idx, nonneg, what, rowsums):
-    """Per-block part of :class:`_Scan` (in-process or in a task); no block-sized temporaries.
+    """Per-block part of :func:`_first_pass` (in-process or in a task); no block-sized temporaries.
 
     A non-finite entry makes its row sum non-finite, so only such rows are searched.
     """
@@ -255,21 +290,13 @@ def _scan_part(blk, r0, idx, nonneg, what, rowsums):
     return r0, r1, blk[:, idx].astype(np.float64), blk[mine].astype(np.float64), max(hi, -lo)
 
 
-def _codes(y, n):
-    if y is None:
-        return None
-    y = np.asarray(y).ravel()
-    if y.shape[0] != n:
-        raise DataError(f"y has {y.shape[0]} labels but K has {n} rows")
-    return np.unique(y, return_inverse=True)[1].astype(np.int64)
-
-
-def _check_iter(n_iter, tol):
-    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 0:
-        raise UserError(f"n_iter must be an integer >= 0, got {n_iter!r}")
+def _check_args(n_iter, tol, record_every):
+    for name, v in (("n_iter", n_iter), ("record_every", record_every)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise UserError(f"{name} must be an integer >= 0, got {v!r}")
     if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not tol > 0):
         raise UserError(f"tol must be a positive number or None, got {tol!r}")
-    return int(n_iter), (None if tol is None else float(tol))
+    return int(n_iter), (None if tol is None else float(tol)), int(record_every)
 
 
 def _not_converged(what, t, err, tol):
@@ -326,17 +353,16 @@ def _k_sk_form(blk, r0, serial, d, dtype):
 
 def _task(fn, src, dtype, dst, r0, r1, *args):
     """One Dask task: read a block, run the serial kernel, write it back, return the small result."""
-    res, wbuf = fn(_read(src, r0, r1, dtype), r0, True, *args)
+    res, wbuf = fn(_read(src, r0, r1, dtype, np.empty((r1 - r0, src.shape[1]), dtype=dtype)), r0, True, *args)
     if dst is not None:
-        dst[r0:r1] = wbuf
+        _write(dst, r0, r1, wbuf)
     return res
 
 
 def _run(client, ring, blocks, fn, src, dtype, dst, *args):
-    """``fn`` over all row blocks of ``src`` (cast to ``dtype``), writing ``to_write`` into ``dst``.
+    """``fn`` over the row blocks of ``src`` (as ``dtype``), writing ``to_write`` into ``dst``.
 
-    ``ring``: the driver's three reusable block buffers (in-process only).
-    Returns the per-block results in block order.
+    ``ring``: three reusable block buffers (in-process).  Returns the results in block order.
     """
     if client is not None:
         # vectors go to every worker once instead of once per task
@@ -350,7 +376,7 @@ def _run(client, ring, blocks, fn, src, dtype, dst, *args):
         return wbuf
 
     def write(i, wbuf):
-        dst[blocks[i][0]:blocks[i][1]] = wbuf
+        _write(dst, *blocks[i], wbuf)
 
     _stream(blocks, _reader(src, blocks, dtype), compute, write if dst is not None else None, ring)
     return results
@@ -363,60 +389,52 @@ def bbs_blocked(K, G, *, n_iter=1000, tol=None, max_memory, y=None, record_every
                 callback=None):
     """Alg. 1 (alternating projection) of Euclidean BBS with K and G in zarr.
 
-    Every iteration reads each row block of G, applies
+    Each iteration reads every row block of G, applies
     ``G <- max(G + (1 + S/n)/n 11^T - (r 1^T + 1 r^T)/n, 0)`` with the row sums
     ``r`` and total ``S`` of the *previous* G, writes the block back and
-    collects its new row sums: one read and one write of G per iteration.
-    The first iteration reads K instead of G, so ``G = K`` is never copied.
-    The result equals ``bbs(K, "alternating", n_iter, tol)`` in memory bit for
-    bit (module docstring) when K is exactly symmetric.
+    collects its new row sums.  The first iteration reads K instead of G (no
+    copy of K).  G then equals the in-memory ``bbs(K, "alternating", n_iter,
+    tol)`` bit for bit, for an exactly symmetric K (that solver symmetrises a
+    K with round-off asymmetry first, which needs column blocks here).
 
     Parameters
     ----------
     K : zarr.Array, shape (n, n)
-        Symmetric, finite kernel, chunked by rows.  Read only.
+        Symmetric, finite kernel, chunked by rows (like G, so that no chunk is
+        read twice).  Read only.
     G : zarr.Array, shape (n, n), float32 or float64
-        Output (e.g. :func:`create_like`); its dtype is the storage type of
-        the iterate.  Blocks are whole chunks of G, so chunk G in rows that
-        fit the budget (and K alike, so that no chunk is read twice).
+        Output, e.g. :func:`create_like`; its dtype is the iterate's storage
+        type.  Blocks are whole chunks of G: chunk it in rows that fit.
     n_iter : int
         Iterations; 0 copies K into G.
     tol : float or None
         Stop when ``max_i |sum_j G_ij - 1| <= tol`` (None: run all).
     max_memory : int or str
-        Budget for the blocks in flight in this process (``"1GB"``); with a
-        client it bounds each worker task as well (one block per task).
-    y : array-like, optional
-        Class labels: the history then has MC as well as MB.
-    record_every : int
-        Record ``(iteration, MB, MC)`` every that many iterations (0: never).
+        Budget for the blocks in flight (``"1GB"``); with a client, each task
+        holds one block.
+    y, record_every
+        Class labels and the interval of the ``(iteration, MB, MC)`` history
+        (0: none), as in :func:`bigclust.normalize.bbs`.
     client : distributed.Client, optional
-        Run one task per row block on the cluster (the store must be on a
-        file system the workers share).
+        One task per row block on the cluster (store on a shared file system).
     callback : callable, optional
-        Called as ``callback(t, row_err)`` after every iteration (progress,
-        timing); ``t = 0`` after the first pass, which only reads K.
+        ``callback(t, row_err)`` after every iteration, and with ``t = 0``
+        after the first pass (which only reads K).
 
     Returns
     -------
     NormalizeInfo
         ``method="bbs/alternating-ooc"``; G holds the result.
     """
-    _check_square(K, "K")
-    _check_out(K, G, "G", client)
-    n_iter, tol = _check_iter(n_iter, tol)
-    if isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 0:
-        raise UserError(f"record_every must be an integer >= 0, got {record_every!r}")
+    _check(K, G, "G", client)
+    n_iter, tol, record_every = _check_args(n_iter, tol, record_every)
     n, dt = K.shape[0], np.dtype(G.dtype)
-    codes = _codes(y, n)
+    codes = None if y is None else np.unique(np.ravel(y), return_inverse=True)[1].astype(np.int64)
+    if codes is not None and codes.size != n:
+        raise DataError(f"y has {codes.size} labels but K has {n} rows")
     blocks = _blocks(G, plan_rows(n, max(dt.itemsize, np.dtype(K.dtype).itemsize), max_memory))
-    scan, ring = _Scan(n), [None] * 3
-    r = np.empty(n)
-    parts = _run(client, ring, blocks, _k_bbs_scan, K, dt, G if n_iter == 0 else None, scan.idx)
-    for (r0, r1), (rs, part) in zip(blocks, parts):
-        r[r0:r1] = rs
-        scan.add(part)
-    scan.finish(dt)
+    ring = [None] * 3
+    r = _first_pass(client, ring, blocks, _k_bbs_scan, K, dt, G if n_iter == 0 else None)
     err, converged, t, history = float(np.abs(r - 1.0).max()), False, 0, []
     if callback is not None:
         callback(0, err)
@@ -452,10 +470,9 @@ def bbs_blocked(K, G, *, n_iter=1000, tol=None, max_memory, y=None, record_every
 def sinkhorn_blocked(K, P_out, *, n_iter=1000, tol=None, max_memory, client=None):
     """Symmetric Sinkhorn-Knopp ``d <- sqrt(d / (K d))`` streaming K, then ``P = diag(d) K diag(d)``.
 
-    Each iteration is one read of K (a blocked matrix-vector product); the
-    row sums of the current P come free as ``d * (K d)``.  At the end P is
-    formed block by block into ``P_out``.  Equals the in-memory
-    ``sinkhorn(K, n_iter, tol)`` bit for bit.
+    Each iteration is one read of K (the row sums of the current P are
+    ``d * (K d)``); at the end P is formed block by block into ``P_out``.
+    Equals the in-memory ``sinkhorn(K, n_iter, tol)`` bit for bit.
 
     Parameters
     ----------
@@ -463,14 +480,10 @@ def sinkhorn_blocked(K, P_out, *, n_iter=1000, tol=None, max_memory, client=None
         Symmetric, finite, ``K >= 0`` with total support; read only.
     P_out : zarr.Array, shape (n, n), float32 or float64
         Output, chunked by rows (e.g. :func:`create_like`).
-    n_iter : int
-        Maximum iterations (passes over K).
-    tol : float or None
-        Stop when the max row-sum error of the current P is ``<= tol``.
-    max_memory : int or str
-        Budget for the blocks in flight.
-    client : distributed.Client, optional
-        One task per row block per pass, as in :func:`bbs_blocked`.
+    n_iter, tol
+        Maximum iterations; stop when the max row-sum error is ``<= tol``.
+    max_memory, client
+        As in :func:`bbs_blocked`.
 
     Returns
     -------
@@ -478,19 +491,12 @@ def sinkhorn_blocked(K, P_out, *, n_iter=1000, tol=None, max_memory, client=None
         ``method="sk/symmetric-ooc"``, ``mu`` holds ``d``; ``row_err`` is that
         of the written P.
     """
-    _check_square(K, "K")
-    _check_out(K, P_out, "P_out", client)
-    n_iter, tol = _check_iter(n_iter, tol)
-    n = K.shape[0]
-    itemsize = max(np.dtype(K.dtype).itemsize, np.dtype(P_out.dtype).itemsize)
-    blocks = _blocks(P_out, plan_rows(n, itemsize, max_memory))
-    kt = np.dtype(K.dtype)
-    scan, ring = _Scan(n), [None] * 3
-    Kd = np.empty(n)
-    for (r0, r1), (out, part) in zip(blocks, _run(client, ring, blocks, _k_sk_scan, K, kt, None, scan.idx)):
-        Kd[r0:r1] = out
-        scan.add(part)
-    scan.finish(kt)
+    _check(K, P_out, "P_out", client)
+    n_iter, tol, _ = _check_args(n_iter, tol, 0)
+    n, kt = K.shape[0], np.dtype(K.dtype)
+    blocks = _blocks(P_out, plan_rows(n, max(kt.itemsize, np.dtype(P_out.dtype).itemsize), max_memory))
+    ring = [None] * 3
+    Kd = _first_pass(client, ring, blocks, _k_sk_scan, K, kt, None)
     d, t, converged = np.ones(n), 0, False
     while True:  # the loop of normalize._scaling._symmetric, step for step
         err = float(np.abs(d * Kd - 1.0).max())
@@ -506,12 +512,8 @@ def sinkhorn_blocked(K, P_out, *, n_iter=1000, tol=None, max_memory, client=None
                             "K has no total support")
         d = np.sqrt(d / Kd)
         t += 1
-        for (r0, r1), out in zip(blocks, _run(client, ring, blocks, _k_sk_matvec, K, kt, None, d)):
-            Kd[r0:r1] = out
-    r = np.empty(n)
-    parts = _run(client, ring, blocks, _k_sk_form, K, kt, P_out, d, np.dtype(P_out.dtype))
-    for (r0, r1), rs in zip(blocks, parts):
-        r[r0:r1] = rs
+        Kd = np.concatenate(_run(client, ring, blocks, _k_sk_matvec, K, kt, None, d))
+    r = np.concatenate(_run(client, ring, blocks, _k_sk_form, K, kt, P_out, d, np.dtype(P_out.dtype)))
     err = float(np.abs(r - 1.0).max())
     if tol is not None and not converged:
         _not_converged("Sinkhorn (symmetric, out of core)", t, err, tol)
@@ -523,51 +525,50 @@ def sinkhorn_blocked(K, P_out, *, n_iter=1000, tol=None, max_memory, client=None
 
 
 def blocked_matvec_operator(P, *, max_memory=None):
-    """A symmetric ``scipy.sparse.linalg.LinearOperator`` that streams row blocks of a zarr P.
+    """A symmetric ``scipy.sparse.linalg.LinearOperator`` streaming the row blocks of a zarr P.
 
-    ``eigsh(blocked_matvec_operator(P), k, which="LA")`` then computes the
-    spectral embedding with ``n``-length vectors in memory only.
+    ``eigsh(blocked_matvec_operator(P), k, which="LA")`` computes the spectral
+    embedding with only ``n``-length vectors (and one block) in memory.
 
     Parameters
     ----------
     P : zarr.Array, shape (n, n)
-        Symmetric matrix chunked by rows.
+        Symmetric, chunked by rows.
     max_memory : int or str, optional
-        Budget for one block (and its float64 copy in ``matmat``); default:
-        one chunk of P per block.
+        Budget for the block buffer and one float64 block (``matmat``);
+        default: one chunk of P per block.
 
     Returns
     -------
     LinearOperator
-        float64, with attribute ``passes``: the number of sweeps over P so far.
+        float64, with attribute ``passes``: the sweeps over P so far.
     """
     from scipy.sparse.linalg import LinearOperator
 
-    _check_square(P, "P")
+    if not (hasattr(P, "chunks") and len(P.shape) == 2 and P.shape[0] == P.shape[1] > 0):
+        raise DataError(f"P must be a non-empty square 2-D zarr array, got shape {getattr(P, 'shape', None)}")
     n = P.shape[0]
-    rows = plan_rows(n, 8, max_memory, n_buffers=2) if max_memory is not None else P.chunks[0]
-    blocks = _blocks(P, rows)
+    dt = np.dtype(P.dtype) if np.dtype(P.dtype) in (np.float32, np.float64) else np.dtype(np.float64)
+    blocks = _blocks(P, plan_rows(n, 8, max_memory, n_buffers=2) if max_memory is not None else P.chunks[0])
+    read = _reader(P, blocks, dt)
 
     class _BlockedOperator(LinearOperator):
-        passes = 0
+        passes, buf = 0, None
+
+        def _sweep(self, apply):
+            for i, (r0, r1) in enumerate(blocks):
+                self.buf, blk = read(i, self.buf)
+                apply(r0, r1, blk)
+            self.passes += 1
 
         def _matvec(self, x):
-            x = np.ascontiguousarray(np.ravel(x), dtype=np.float64)
-            y = np.empty(n)
-            for r0, r1 in blocks:
-                blk = P[r0:r1]
-                if blk.dtype not in (np.float32, np.float64):
-                    blk = blk.astype(np.float64)
-                _nb().sk_matvec_block(np.ascontiguousarray(blk), x, y[r0:r1])
-            self.passes += 1
+            x, y = np.ascontiguousarray(np.ravel(x), dtype=np.float64), np.empty(n)
+            self._sweep(lambda r0, r1, blk: _nb().sk_matvec_block(blk, x, y[r0:r1]))
             return y
 
         def _matmat(self, X):
-            X = np.asarray(X, dtype=np.float64)
-            Y = np.empty((n, X.shape[1]))
-            for r0, r1 in blocks:
-                Y[r0:r1] = np.asarray(P[r0:r1], dtype=np.float64) @ X
-            self.passes += 1
+            X, Y = np.asarray(X, dtype=np.float64), np.empty((n, X.shape[1]))
+            self._sweep(lambda r0, r1, blk: Y.__setitem__(slice(r0, r1), blk.astype(np.float64) @ X))
             return Y
 
         def _adjoint(self):

@@ -77,29 +77,31 @@ def write(out_dir, records, cfg, *, plots=True):
 
 
 def plot_quality(path, records):
-    """MB and MC against iterations, log scale, one curve per (method, γ) (paper 000 Figs. 1-2)."""
+    """MB and MC per iteration, log scale: one row of panels per γ, one curve per method.
+
+    The layout of paper 000's Figs. 1-2 (BBS and SK curves side by side).
+    """
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
+    rows = {}
     for r in records:
-        h = r.get("history")
-        if not h:
-            continue
-        it = [x[0] for x in h]
-        label = f"{r['method'].upper()} " + " ".join(f"{k}={v}" for k, v in r["params"].items()
-                                                      if k in ("gamma", "n_neighbors"))
-        for ax, col in zip(axes, (1, 2)):
-            vals = [max(x[col], 1e-300) for x in h]
-            ax.semilogy(it, vals, label=label)
-    for ax, name in zip(axes, ("MB", "MC")):
-        ax.set_xlabel("iteration")
-        ax.set_ylabel(name)
-        ax.set_title(name + " (lower is better)")
-        ax.legend(fontsize=7)
+        if r.get("history"):
+            key = " ".join(f"{k}={v}" for k, v in r["params"].items() if k in ("gamma", "n_neighbors"))
+            rows.setdefault(key, []).append(r)
+    fig, axes = plt.subplots(len(rows), 2, figsize=(9, 2.6 * len(rows)), squeeze=False, constrained_layout=True)
+    for (key, recs), ax_row in zip(rows.items(), axes):
+        for r in recs:
+            it = [x[0] for x in r["history"]]
+            for ax, col in zip(ax_row, (1, 2)):
+                ax.semilogy(it, [max(x[col], 1e-300) for x in r["history"]], label=r["method"].upper())
+        for ax, name in zip(ax_row, ("MB", "MC")):
+            ax.set_title(f"{name}: {key}", fontsize=9)
+            ax.set_xlabel("iteration", fontsize=8)
+            ax.legend(fontsize=7)
     tmp = Path(path).with_name(f".{Path(path).name}.tmp-{os.getpid()}.png")
-    fig.savefig(tmp, dpi=110)
+    fig.savefig(tmp, dpi=90)
     plt.close(fig)
     os.replace(tmp, path)
 

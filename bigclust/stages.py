@@ -252,18 +252,23 @@ def cluster(store_path, key, attrs, src_stage, src_key, array, params, k):
 
     store = Store(store_path)
     g_in = store.open(src_stage, src_key)
-    X = read_matrix(g_in, array)
-    if sp.issparse(X):
-        X = X.toarray()
-    X = np.asarray(X, dtype=np.float64)
+    n = g_in[array]["indptr"].shape[0] - 1 if is_sparse(g_in, array) else g_in[array].shape[0]
     algo = params["algorithm"]
     if algo == "auto":
-        algo = "minibatch" if X.shape[0] > params["minibatch_threshold"] else "lloyd"
+        algo = "minibatch" if n > params["minibatch_threshold"] else "lloyd"
     if algo == "lloyd":
+        X = read_matrix(g_in, array)
+        X = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
         res = kmeans(X, k, n_init=params["n_init"], max_iter=params["max_iter"], random_state=params["seed"])
     else:
-        res = minibatch_kmeans(X, k, n_init=params["n_init"], batch_size=params["batch_size"],
-                               max_iter=params["max_iter"], random_state=params["seed"])
+        # mini-batch reads only sampled rows and then one row chunk at a time from zarr
+        X = read_matrix(g_in, array, lazy=not is_sparse(g_in, array))
+        if sp.issparse(X):
+            X = X.toarray()
+        import dask
+        with dask.config.set(scheduler="synchronous"):  # zarr reads; may run inside a worker task
+            res = minibatch_kmeans(X, k, n_init=params["n_init"], batch_size=params["batch_size"],
+                                   max_iter=params["max_iter"], random_state=params["seed"])
     with store.write("cluster", key, attrs) as g:
         write_dense(g, "labels", res.labels.astype(np.int32))
         write_dense(g, "inertia", res.inertia)

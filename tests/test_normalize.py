@@ -178,6 +178,19 @@ def test_exact_solution_matches_generic_qp():
     np.testing.assert_allclose(G, full(res.x), atol=1e-6)
 
 
+@pytest.mark.parametrize("n_iter", [1, 5, 40])
+def test_dykstra_matches_design_form_with_correction_matrix(n_iter):
+    """DESIGN section 4: alternate P_affine and max(., 0), keeping Q = min(Y + Q, 0)."""
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((30, 30))
+    K = gauss(30, gamma=0.5) + 0.05 * (A + A.T)  # some negative entries: the cone step matters
+    X, Q = np.maximum(K, 0), np.minimum(K, 0)    # the cone step first (Z = K), see _bbs_dense
+    for _ in range(n_iter):
+        Y = affine_ref(X)
+        X, Q = np.maximum(Y + Q, 0), np.minimum(Y + Q, 0)
+    np.testing.assert_allclose(bbs(K, "dykstra", n_iter), X, rtol=0, atol=1e-12)
+
+
 def test_dykstra_first_iteration_is_alg1_first_iteration():
     K = gauss(40, gamma=0.5)
     np.testing.assert_allclose(bbs(K, "dykstra", 1), bbs(K, "alternating", 1), atol=1e-15)

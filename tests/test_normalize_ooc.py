@@ -80,6 +80,17 @@ def test_bbs_blocked_equals_in_memory(tmp_path, chunk_rows, rows, n_iter):
     assert info.n_iter == n_iter and info.row_err == pytest.approx(ref_info.row_err, abs=1e-14)
 
 
+def test_bbs_blocked_compressed_k_with_other_chunks(tmp_path):
+    """K through zarr's codecs (compressed, chunks not aligned with G's blocks), G as plain chunk files."""
+    K, _ = _kernel()
+    g = zarr.open_group(str(tmp_path / "c.zarr"), mode="w")
+    Kz = g.create_array("K", shape=K.shape, chunks=(4, N), dtype=K.dtype)  # zarr's default compressor
+    Kz[...] = K
+    G = g.create_array("G", shape=K.shape, chunks=(6, N), dtype=K.dtype, compressors=None)
+    bbs_blocked(Kz, G, n_iter=10, max_memory=_budget(13))
+    np.testing.assert_array_equal(G[...], bbs(K, "alternating", n_iter=10))
+
+
 def test_bbs_blocked_float32_and_mixed_types(tmp_path):
     K, _ = _kernel(dtype=np.float32)
     g, Kz = _zarr(tmp_path, K, 4)

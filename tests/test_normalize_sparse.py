@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from bigclust.errors import DataError
-from bigclust.normalize import bbs, ncut, sinkhorn
+from bigclust.normalize import bbs, ncut, quality, sinkhorn
 from bigclust.normalize._bbs_sparse import Support
 from bigclust.normalize._common import check_sparse
 
@@ -127,6 +127,18 @@ def test_sparse_ncut_equals_dense_and_keeps_flavour():
     assert isinstance(ncut(sp.csr_array(S)), sp.csr_array)
     assert isinstance(bbs(sp.csr_array(S), "alternating", 2), sp.csr_array)
     assert isinstance(bbs(S.tocoo(), "alternating", 2), sp.csr_matrix)
+
+
+@pytest.mark.filterwarnings("ignore::bigclust.normalize.NormalizeConvergenceWarning")
+@pytest.mark.parametrize("solver", ["alternating", "dykstra", "dual"])
+def test_sparse_history(solver):
+    Kd, S = knn_kernel(40, k=4, seed=9)
+    y = np.arange(40) % 3
+    _, info = bbs(S, solver, 4, tol=1e-300 if solver == "dual" else None, y=y, record_every=2, return_info=True)
+    assert [h[0] for h in info.history] == list(range(2, info.n_iter + 1, 2))
+    for t, mb, mc in info.history:
+        G_t = bbs(S, solver, t, tol=1e-300 if solver == "dual" else None)
+        np.testing.assert_allclose((mb, mc), quality(G_t, y), rtol=1e-9, atol=1e-13)
 
 
 def test_sparse_validation():

@@ -183,3 +183,14 @@ def test_mbbs_over_gamma_sweep(tmp_path, blob_file, make_config):
     one = _with(make_config(blob_file, name="one.toml"), 'names = ["kmeans", "ra", "ncut"]', 'names = ["mbbs"]')
     with pytest.raises(UserError, match="at least two values"):
         run(one, out=str(tmp_path / "o_one"))
+
+
+def test_minibatch_kmeans_selected_by_config_and_threshold(tmp_path, blob_file, make_config):
+    cfg = _with(make_config(blob_file), "n_init = 5", 'n_init = 3\nalgorithm = "minibatch"\nbatch_size = 64')
+    recs = run(cfg)
+    assert all(r["acc_avg"] > 0.99 for r in recs)
+    s = Store(tmp_path / "store.zarr")
+    assert {s.open("cluster", k).attrs["algorithm"] for k in s.stage_keys("cluster")} == {"minibatch"}
+    auto = _with(make_config(blob_file, name="auto.toml"), "n_init = 5", "n_init = 3\nminibatch_threshold = 100")
+    run(auto, out=str(tmp_path / "o_auto"))
+    assert len(s.stage_keys("cluster")) == 6  # n = 150 > 100: mini-batch again, other params

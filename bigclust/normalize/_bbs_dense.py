@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import PARALLEL_MIN_NNZ, NormalizeInfo, kernels, warn_not_converged
+from ._common import PARALLEL_MIN_NNZ, NormalizeInfo, csr_kernels, kernels, pcg, warn_not_converged
 from ._newton import newton
 
 #: an active set at most this dense is listed (CSR) for the CG products
@@ -123,23 +123,30 @@ def dual(K, dt, n_iter, tol, hist, mu0=None, jvp="auto"):
 
     def jacobian(mu, cnt):
         diag = cnt + (kdiag + 2.0 * mu > 0.0)
-        out = np.empty(n)
         nnz = int(cnt.sum())
         if jvp == "csr" or (jvp == "auto" and nnz <= ACTIVE_CSR_FRACTION * n * n):
+            # list the active set once; every CG product is then O(nnz), in compiled CG
             indptr = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(cnt, out=indptr[1:])
             indices = np.empty(nnz, dtype=np.int32 if n < 2**31 else np.int64)
             nb.bbs_dual_active_fill(K, mu, indptr, indices)
-            product = nb.pattern_jvp if nnz >= PARALLEL_MIN_NNZ else nb.pattern_jvp_serial
+            unused = np.empty(0)
 
-            def matvec(v):
-                product(indptr, indices, v, out)
-                return out.copy()
-        else:
-            def matvec(v):
-                nb.bbs_dual_jvp(K, mu, v, out)
-                return out.copy()
-        return matvec, diag
+            def solve(rhs, eps, rtol, maxiter):
+                x = np.zeros(n)
+                it, _ = csr_kernels().cg_csr(indptr, indices, unused, unused, False, eps, rhs, x,
+                                             1.0 / (diag + eps), rtol, maxiter, nnz >= PARALLEL_MIN_NNZ)
+                return x, it
+        else:  # a dense active set: recompute it from K in every product instead
+            out = np.empty(n)
+
+            def solve(rhs, eps, rtol, maxiter):
+                def matvec(v):
+                    nb.bbs_dual_jvp(K, mu, v, out)
+                    return out + eps * v
+                x, it, _ = pcg(matvec, rhs, np.zeros(n), 1.0 / (diag + eps), rtol, maxiter)
+                return x, it
+        return solve
 
     mu, k, converged, err, n_cg = newton(evaluate, jacobian, mu0, tol, n_iter, hist,
                                          lambda mu: _class_sums(K, mu, hist.codes))

@@ -29,8 +29,8 @@ import warnings
 
 import numpy as np
 
-from ._common import (PARALLEL_MIN_NNZ, NormalizeConvergenceWarning, NormalizeInfo, kernels, like_sparse, pcg,
-                      row_ids, warn_not_converged)
+from ._common import (PARALLEL_MIN_NNZ, NormalizeConvergenceWarning, NormalizeInfo, csr_kernels, like_sparse,
+                      norm2, row_ids, warn_not_converged)
 from ._newton import newton
 from ..errors import DataError
 
@@ -52,48 +52,48 @@ class Support:
         self.diag_stored[rows[self.indices == rows]] = True
         self.kdiag = np.asarray(K.diagonal(), dtype=np.float64)
         self.diag = np.diff(self.indptr) + self.diag_stored
-        self._out = np.empty(self.n)
-        big = self.indices.shape[0] >= PARALLEL_MIN_NNZ
-        nb = kernels()
-        self._pattern_jvp = nb.pattern_jvp if big else nb.pattern_jvp_serial
-        self.dual_jvp = nb.csr_dual_jvp if big else nb.csr_dual_jvp_serial
+        self.parallel = self.indices.shape[0] >= PARALLEL_MIN_NNZ
         self.n_cg = 0
         self._warned = False
+        self._none = np.empty(0)  # mu is not read for the plain pattern
 
-    def laplacian_matvec(self, v):
-        self._pattern_jvp(self.indptr, self.indices, v, self._out)
-        return self._out.copy()
+    def cg(self, rhs, x, mu, active, shift, dinv, rtol, maxiter):
+        """Compiled CG on ``(L + shift I) x = rhs``; ``x`` is the start and the result."""
+        it, ok = csr_kernels().cg_csr(self.indptr, self.indices, self.K.data, mu, active, shift, rhs, x, dinv,
+                                      rtol, maxiter, self.parallel)
+        self.n_cg += it
+        return ok
 
     def solve(self, b, x_prev=None):
-        """``(D + A_E) x = b`` by CG from the better of 0 and ``x_prev``."""
-        x0 = np.zeros(self.n)
-        if x_prev is not None and np.linalg.norm(b - self.laplacian_matvec(x_prev)) < np.linalg.norm(b):
-            x0 = x_prev
-        x, it, ok = pcg(self.laplacian_matvec, b, x0, 1.0 / self.diag, rtol=1e-12,
-                        maxiter=max(100, min(10 * self.n, 5000)))
-        self.n_cg += it
+        """``(D + A_E) x = b`` (the support projection) by CG from the better of 0 and ``x_prev``."""
+        x = np.zeros(self.n)
+        if x_prev is not None:
+            out = np.empty(self.n)
+            csr_kernels().csr_jvp_serial(self.indptr, self.indices, self.K.data, self._none, False, x_prev, out)
+            if norm2(b - out) < norm2(b):
+                x = x_prev.copy()
+        ok = self.cg(b, x, self._none, False, 0.0, 1.0 / self.diag, 1e-12, max(100, min(10 * self.n, 5000)))
         if not ok and not self._warned:
             self._warned = True
-            res = np.linalg.norm(b - self.laplacian_matvec(x)) / max(np.linalg.norm(b), 1e-300)
-            warnings.warn(f"sparse BBS: the support projection's CG stopped at relative residual {res:.2g} "
-                          "(the support graph may have a bipartite component with no unit-row-sum matrix)",
+            warnings.warn("sparse BBS: the support projection's CG did not reach its tolerance (the support "
+                          "graph may have a bipartite component that admits no unit row sums)",
                           NormalizeConvergenceWarning, stacklevel=4)
         return x
 
     def evaluate(self, data, mu):
         n = self.n
         r, sq, cnt = np.empty(n), np.empty(n), np.empty(n, dtype=np.int64)
-        kernels().csr_dual_eval(data, self.indices, self.indptr, mu, r, sq, cnt)
+        csr_kernels().csr_dual_eval(data, self.indices, self.indptr, mu, r, sq, cnt)
         return r, sq, cnt
 
     def class_sums(self, data, codes):
         r, rc = np.empty(self.n), np.empty(self.n)
-        kernels().csr_class_sums(data, self.indices, self.indptr, codes, 0, r, rc)
+        csr_kernels().csr_class_sums(data, self.indices, self.indptr, codes, 0, r, rc)
         return r, rc
 
     def dual_class_sums(self, mu, codes):
         out = np.empty(self.K.data.shape[0])
-        kernels().csr_dual_form(self.K.data, self.indices, self.indptr, mu, out, np.empty(self.n))
+        csr_kernels().csr_dual_form(self.K.data, self.indices, self.indptr, mu, out, np.empty(self.n))
         return self.class_sums(out, codes)
 
 
@@ -106,7 +106,7 @@ def alternating(template, K, dt, n_iter, tol, hist):
     t, err, converged = 0, float(np.abs(r - 1.0).max()), False
     for t in range(1, n_iter + 1):
         mu = sup.solve(1.0 - r, mu)
-        kernels().csr_dual_form(data, sup.indices, sup.indptr, mu, data, r)  # in place: Alg. 1 on E
+        csr_kernels().csr_dual_form(data, sup.indices, sup.indptr, mu, data, r)  # in place: Alg. 1 on E
         err = float(np.abs(r - 1.0).max())
         if hist.due(t):
             hist.add(t, r, sup.class_sums(data, hist.codes)[1] if hist.wants_classes else None)
@@ -152,22 +152,23 @@ def dual(template, K, dt, n_iter, tol, hist, mu0=None):
     sup = Support(K)
     if mu0 is None:  # the support projection of K itself
         mu0 = sup.solve(1.0 - np.bincount(sup.rows, weights=K.data, minlength=sup.n))
-    out = np.empty(sup.n)
 
     def jacobian(mu, cnt):
         diag = cnt + (sup.diag_stored & (sup.kdiag + 2.0 * mu > 0.0))
 
-        def matvec(v):
-            sup.dual_jvp(K.data, sup.indices, sup.indptr, mu, v, out)
-            return out.copy()
-        return matvec, diag
+        def solve(rhs, eps, rtol, maxiter):
+            x = np.zeros(sup.n)
+            n0 = sup.n_cg
+            sup.cg(rhs, x, mu, True, eps, 1.0 / (diag + eps), rtol, maxiter)
+            return x, sup.n_cg - n0
+        return solve
 
     mu, k, converged, err, n_cg = newton(lambda mu: sup.evaluate(K.data, mu), jacobian, mu0, tol, n_iter,
                                          hist, lambda mu: sup.dual_class_sums(mu, hist.codes))
     if not converged:
         warn_not_converged("sparse BBS (dual Newton)", k, err, tol)
     G, info = _finish(template, sup, mu, dt, "bbs/dual")
-    info.n_iter, info.converged, info.history, info.n_inner = k, converged, hist.rows, n_cg + sup.n_cg
+    info.n_iter, info.converged, info.history, info.n_inner = k, converged, hist.rows, sup.n_cg
     return G, info
 
 
@@ -175,7 +176,7 @@ def _finish(template, sup, mu, dt, method):
     K = sup.K
     data = np.empty(K.data.shape[0], dtype=dt)
     r = np.empty(sup.n)
-    kernels().csr_dual_form(K.data, sup.indices, sup.indptr, mu, data, r)
+    csr_kernels().csr_dual_form(K.data, sup.indices, sup.indptr, mu, data, r)
     g = data.astype(np.float64)
     lam = g - (K.data + (mu[sup.rows] + mu[sup.indices]))
     err = float(np.abs(r - 1.0).max())

@@ -70,10 +70,22 @@ PARALLEL_MIN_NNZ = 1 << 16
 
 
 def kernels():
-    """The Numba kernels, imported on first use so ``import bigclust`` stays fast."""
+    """The dense Numba kernels, imported on first use so ``import bigclust`` stays fast."""
     from .. import normalize_numba
 
     return normalize_numba
+
+
+def csr_kernels():
+    """The CSR Numba kernels, imported on first use."""
+    from . import _csr_numba
+
+    return _csr_numba
+
+
+def norm2(x):
+    """Euclidean norm without BLAS (see ``_csr_numba``: no BLAS threads between Numba regions)."""
+    return float(np.sqrt(np.sum(x * x)))
 
 
 # -- argument checks -------------------------------------------------------------
@@ -184,15 +196,13 @@ def check_sparse(K, what, *, nonneg=False, positive_rows=None):
         raise DataError("K's sparsity pattern is not symmetric (an entry is stored at (i, j) but not at "
                         f"(j, i)); {what} works on a symmetric support: symmetrise K or eliminate_zeros()")
     asym = float(np.abs(K.data - T.data).max(initial=0.0))
-    rows = np.repeat(np.arange(n), np.diff(K.indptr))
-    lo = np.full(n, np.inf)
-    hi = np.full(n, -np.inf)
-    np.minimum.at(lo, rows, K.data)
-    np.maximum.at(hi, rows, K.data)
-    empty = np.diff(K.indptr) == 0
-    lo[empty] = 0.0
-    hi[empty] = 0.0
-    rs = np.bincount(rows, weights=K.data, minlength=n).astype(np.float64)
+    full = np.diff(K.indptr) > 0  # reduceat needs non-empty segments
+    starts = K.indptr[:-1][full]
+    lo, hi, rs = np.zeros(n), np.zeros(n), np.zeros(n)
+    if starts.size:
+        lo[full] = np.minimum.reduceat(K.data, starts)
+        hi[full] = np.maximum.reduceat(K.data, starts)
+        rs[full] = np.add.reduceat(K.data.astype(np.float64), starts)
     _check_values(what, asym, lo, hi, rs, K.dtype, nonneg, positive_rows)
     return K, rs
 
@@ -242,32 +252,31 @@ def warn_not_converged(what, n_iter, err, tol):
 def pcg(matvec, b, x0, dinv, rtol, maxiter):
     """Jacobi-preconditioned conjugate gradients for a symmetric PSD operator.
 
-    Stops when ``||b - A x||_2 <= rtol ||b||_2``.  Returns ``(x, iterations,
-    converged)``.  The operators here (signless Laplacians) are PSD, and
-    singular only on bipartite components, where the right-hand sides are
-    consistent whenever the bi-stochastic problem is feasible.
+    Stops when ``||b - A x||_2 <= rtol ||b||_2``; returns ``(x, iterations,
+    converged)``.  For operators whose product is a heavy Numba pass (the dense
+    on-the-fly Jacobian); CSR systems use the compiled ``_csr_numba.cg_csr``.
+    Vector algebra avoids BLAS for the reason given there.
     """
     x = x0.copy()
     r = b - matvec(x) if np.any(x0) else b.copy()
-    bnorm = np.linalg.norm(b)
-    stop = rtol * bnorm
-    if bnorm == 0.0 or np.linalg.norm(r) <= stop:
+    stop = rtol * norm2(b)
+    if norm2(r) <= stop:
         return x, 0, True
     z = dinv * r
     p = z.copy()
-    rz = r @ z
+    rz = np.sum(r * z)
     for it in range(1, maxiter + 1):
         q = matvec(p)
-        pq = p @ q
+        pq = np.sum(p * q)
         if not pq > 0:  # direction in the null space: nothing more to gain
             return x, it, False
         a = rz / pq
         x += a * p
         r -= a * q
-        if np.linalg.norm(r) <= stop:
+        if norm2(r) <= stop:
             return x, it, True
         z = dinv * r
-        rz_new = r @ z
+        rz_new = np.sum(r * z)
         p *= rz_new / rz
         p += z
         rz = rz_new

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import pcg
+from ._common import norm2
 
 
 def newton(evaluate, jacobian, mu, tol, max_iter, hist, class_sums):
@@ -35,10 +35,11 @@ def newton(evaluate, jacobian, mu, tol, max_iter, hist, class_sums):
     ----------
     evaluate : callable ``mu -> (r, sq, cnt)``
         Row sums, row sums of squares and active counts of ``G(mu)``.
-    jacobian : callable ``(mu, cnt) -> (matvec, diag)``
-        The product ``v -> J v`` at ``mu`` and the diagonal of ``J``.
+    jacobian : callable ``(mu, cnt) -> solve``
+        ``solve(rhs, eps, rtol, maxiter) -> (delta, cg_iterations)`` solves
+        ``(J + eps I) delta = rhs`` at ``mu`` (``cnt``: active counts there).
     mu : (n,) float64
-        Starting point (overwritten copy is returned).
+        Starting point (not modified).
     tol : float
         Stop when ``max |F| <= tol``.
     max_iter : int
@@ -62,13 +63,10 @@ def newton(evaluate, jacobian, mu, tol, max_iter, hist, class_sums):
             hist.add(k, r, class_sums(mu)[1] if hist.wants_classes else None)
         if err <= tol or k >= max_iter:
             return mu, k, err <= tol, err, n_cg
-        fnorm = float(np.linalg.norm(F))
-        eps = min(1e-3, err)
-        matvec, diag = jacobian(mu, cnt)
-        delta, it, _ = pcg(lambda v: matvec(v) + eps * v, -F, np.zeros_like(mu),
-                           1.0 / (diag + eps), rtol=min(0.1, fnorm), maxiter=max(50, min(mu.size, 1000)))
+        solve = jacobian(mu, cnt)
+        delta, it = solve(-F, min(1e-3, err), min(0.1, norm2(F)), max(50, min(mu.size, 1000)))
         n_cg += it
-        slope = 2.0 * (F @ delta)  # directional derivative of theta, < 0
+        slope = 2.0 * float(np.sum(F * delta))  # directional derivative of theta, < 0
         slack = 1e-12 * (0.5 * sq.sum() + 2.0 * np.abs(mu).sum())
         step = 1.0
         for _ in range(60):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._common import kernels, labels
+from ._common import csr_kernels, kernels, labels
 from ..errors import DataError
 
 
@@ -23,7 +23,7 @@ def _partial(P_block, codes, row0):
         P = sp.csr_matrix(P_block)
         P.sum_duplicates()
         data = P.data if P.data.dtype in (np.float32, np.float64) else P.data.astype(np.float64)
-        kernels().csr_class_sums(data, P.indices, P.indptr, codes, row0, rs, rc)
+        csr_kernels().csr_class_sums(data, P.indices, P.indptr, codes, row0, rs, rc)
     else:
         P = np.asarray(P_block)
         P = np.ascontiguousarray(P, dtype=P.dtype if P.dtype in (np.float32, np.float64) else np.float64)

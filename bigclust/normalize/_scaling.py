@@ -24,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._common import (History, NormalizeInfo, check_dense, check_int, check_sparse, check_tol, kernels, labels,
-                      like_sparse, row_ids, warn_not_converged)
+from ._common import (History, NormalizeInfo, check_dense, check_int, check_sparse, check_tol, csr_kernels,
+                      kernels, labels, like_sparse, row_ids, warn_not_converged)
 from ..errors import DataError, UserError
 
 
@@ -61,7 +61,7 @@ class _SparseOp:
     def class_matvec(self, d, codes):
         K = self.K
         out, outc = np.empty(self.n), np.empty(self.n)
-        kernels().csr_class_sums(K.data * d[K.indices], K.indices, K.indptr, codes, 0, out, outc)
+        csr_kernels().csr_class_sums(K.data * d[K.indices], K.indices, K.indptr, codes, 0, out, outc)
         return out, outc
 
     def form(self, u, v):
