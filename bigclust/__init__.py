@@ -5,7 +5,13 @@ bi-stochastic normalisation (BBS, Sinkhorn-Knopp, Ncut), NMF clustering and
 augmented subspace clustering.  Submodules are imported lazily so that
 ``import bigclust`` stays fast.
 """
+import os
 from importlib import import_module
+
+# Numba's OpenMP workers busy-wait after a parallel region by default; on a
+# small machine they then fight BLAS threads for the cores (measured 5-40x
+# slowdowns of sparse CG loops on 2 cores).  Passive waiting fixes it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __version__ = "0.1.0"
 

@@ -137,6 +137,14 @@ class Runner:
             self.done[(stage, key)] = dict(self.store.open(stage, key).attrs)
         return key
 
+    def _out_of_core(self, aff_key) -> bool:
+        """A dense K whose in-memory normalisation (K and G) would exceed ``max_memory``."""
+        node = self.store.open("affinity", aff_key)["K"]
+        if node.attrs.get("format") == "csr":
+            return False
+        n = node.shape[0]
+        return 2 * n * n * node.dtype.itemsize > self.cfg.max_memory
+
     def data(self, point):
         """Ingest and preprocess; returns (preprocess key, ingest attrs, labels or None)."""
         d, pre = point["data"], point["preprocess"]
@@ -191,7 +199,8 @@ class Runner:
                 aff_params["n_neighbors"] = aff["n_neighbors"]
             shown.update({k2: v for k2, v in aff_params.items() if k2 in ("gamma", "n_neighbors")})
             aff_key = self._stage("affinity", {"in": pre_key, **aff_params}, _affinity_dispatch,
-                                  pre_key, aff_params, cl["seed"], self.client, describe=_fmt(aff_params))
+                                  pre_key, aff_params, cl["seed"], self.client, self.cfg.max_memory,
+                                  describe=_fmt(aff_params))
             ncomp = emb["n_components"] or k
             if ncomp >= n:
                 raise UserError(f"{self.cfg.path}: [embed] n_components={ncomp} must be below n={n}")
@@ -205,9 +214,15 @@ class Runner:
             shown.update(m_params)
             e_params = {"in": aff_key, "method": method, **m_params, "k": ncomp,
                         "eigensolver": emb["eigensolver"], "record_every": mp["record_every"]}
-            emb_key = self._stage("embed", e_params, stages.embed, aff_key, method, {**mp, **emb}, ncomp, y,
-                                  self.cfg.max_memory, cl["seed"], describe=f"{method} {_fmt(shown)}",
-                                  submit=True)
+            if self._out_of_core(aff_key):
+                # streams row blocks of K from the store; block passes go to the cluster if there is one
+                emb_key = self._stage("embed", e_params, stages.embed_ooc, aff_key, method, {**mp, **emb}, ncomp,
+                                      y, self.cfg.max_memory, cl["seed"], self.client,
+                                      describe=f"{method} {_fmt(shown)} (out of core)")
+            else:
+                emb_key = self._stage("embed", e_params, stages.embed, aff_key, method, {**mp, **emb}, ncomp, y,
+                                      self.cfg.max_memory, cl["seed"], describe=f"{method} {_fmt(shown)}",
+                                      submit=True)
             src = ("embed", emb_key, "E")
             chain += [("affinity", aff_key), ("embed", emb_key)]
         c_key = self._stage("cluster", {"in": src[1], "src": src[0], "k": k, **cl_params}, stages.cluster,
@@ -245,7 +260,7 @@ class Runner:
             if aff["kind"] == "knn":
                 ap["n_neighbors"] = aff["n_neighbors"]
             aff_keys.append(self._stage("affinity", {"in": pre_key, **ap}, _affinity_dispatch, pre_key, ap,
-                                        cl["seed"], self.client, describe=_fmt(ap)))
+                                        cl["seed"], self.client, self.cfg.max_memory, describe=_fmt(ap)))
         ncomp = emb["n_components"] or k
         shown = {"gammas": gammas, "lam": mp["lam"], "mbbs_outer": mp["mbbs_outer"]}
         e_params = {"in": aff_keys, "method": "mbbs", "lam": mp["lam"], "mbbs_outer": mp["mbbs_outer"],
@@ -288,13 +303,13 @@ def _ingest_with_progress(store_path, key, attrs, source, chunk_rows):
         stages.ingest(store_path, key, attrs, source, chunk_rows, progress=bar.update)
 
 
-def _affinity_dispatch(store_path, key, attrs, pre_key, params, seed, client):
+def _affinity_dispatch(store_path, key, attrs, pre_key, params, seed, client, max_memory):
     # dense kernels are Dask graphs of row blocks (the scheduler spreads them);
     # the kNN graph needs every row in one process
     if params["kind"] == "knn":
         _submit(client, stages.affinity, store_path, key, attrs, pre_key, params, seed)
     else:
-        stages.affinity(store_path, key, attrs, pre_key, params, seed)
+        stages.affinity(store_path, key, attrs, pre_key, params, seed, max_memory)
 
 
 def _fmt(params: dict) -> str:

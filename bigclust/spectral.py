@@ -21,7 +21,9 @@ def top_eigenvectors(P, k, *, solver="auto", random_state=0):
 
     Parameters
     ----------
-    P : ndarray or scipy.sparse matrix, shape (n, n), symmetric
+    P : ndarray, scipy.sparse matrix or LinearOperator, shape (n, n), symmetric
+        A LinearOperator (e.g. streaming row blocks from zarr) always goes
+        to an iterative solver.
     k : int
         Number of eigenvectors, 1 <= k < n.
     solver : {"auto", "eigh", "eigsh", "lobpcg"}
@@ -37,9 +39,13 @@ def top_eigenvectors(P, k, *, solver="auto", random_state=0):
         entry positive) so that the embedding does not depend on the solver's
         arbitrary sign choice.
     """
+    from scipy.sparse.linalg import LinearOperator
+
     n = P.shape[0]
     if not 1 <= k < n:
         raise UserError(f"number of eigenvectors k={k} must be between 1 and n-1={n - 1}")
+    if isinstance(P, LinearOperator) and solver in ("auto", "eigh"):
+        solver = "eigsh"  # an operator streaming blocks from disk: never densify it
     if solver == "auto":
         solver = "eigh" if (n <= EIGH_MAX_N and not sp.issparse(P)) or n <= 200 else "eigsh"
     if solver == "eigh":
@@ -68,6 +74,9 @@ def top_eigenvectors(P, k, *, solver="auto", random_state=0):
 
 
 def _as_operand(P):
+    from scipy.sparse.linalg import LinearOperator
+    if isinstance(P, LinearOperator):
+        return P
     if sp.issparse(P):
         return sp.csr_matrix(P, dtype=np.float64)
     return np.asarray(P, dtype=np.float64)

@@ -144,7 +144,7 @@ def preprocess(store_path, key, attrs, in_key, params, chunk_rows):
 # -- affinity -------------------------------------------------------------------
 
 
-def affinity(store_path, key, attrs, in_key, params, seed):
+def affinity(store_path, key, attrs, in_key, params, seed, max_memory=None):
     """The kernel matrix K into ``stages/affinity/<key>`` (dense blocks or CSR)."""
     from .affinity import dense_kernel, knn_kernel
 
@@ -156,8 +156,10 @@ def affinity(store_path, key, attrs, in_key, params, seed):
             K = knn_kernel(X, params["n_neighbors"], params["gamma"], random_state=seed, dtype=dtype)
             write_csr(g, "K", K)
         else:
-            K = dense_kernel(X, params["kind"], params["gamma"], dtype=dtype)
-            write_dense(g, "K", K, chunk_rows=K.chunks[0][0])
+            # row blocks small enough that the out-of-core passes can hold a few of them
+            block_bytes = 64 << 20 if max_memory is None else int(min(64 << 20, max(1, max_memory // 4)))
+            K = dense_kernel(X, params["kind"], params["gamma"], dtype=dtype, block_bytes=block_bytes)
+            write_dense(g, "K", K, chunk_rows=K.chunks[0][0], compress=False)
 
 
 # -- normalise + embed ----------------------------------------------------------
@@ -196,6 +198,77 @@ def embed(store_path, key, attrs, aff_key, method, params, k, y, max_memory, see
                         "norm_n_iter": int(info.n_iter), "norm_converged": bool(info.converged),
                         "row_err": float(info.row_err),
                         "history": [list(map(float, h)) for h in info.history]})
+
+
+def embed_ooc(store_path, key, attrs, aff_key, method, params, k, y, max_memory, seed, client=None):
+    """Normalise and embed a dense K that does not fit ``max_memory``, streaming row blocks.
+
+    K stays in zarr; SK and BBS (the paper's alternating Alg. 1) write their
+    iterate into a scratch array of this stage, the spectral step runs ARPACK
+    on an operator that streams that array, and the scratch array is deleted
+    before the stage is committed (it is n x n, like K).  Memory is a few row
+    blocks whatever n.  With a distributed ``client`` the block passes run as
+    tasks on the cluster.
+    """
+    from .normalize import quality_from_sums, quality_partial
+    from .normalize_ooc import bbs_blocked, blocked_matvec_operator, create_like, plan_rows, sinkhorn_blocked
+    from .spectral import embed as spectral_embed
+
+    store = Store(store_path)
+    K = store.open("affinity", aff_key)["K"]
+    n = K.shape[0]
+    if method == "bbs" and params["solver"] != "alternating":
+        raise UserError(f"out-of-core BBS (n={n} does not fit [store] max_memory) supports solver = "
+                        f"\"alternating\" only, not {params['solver']!r}; raise max_memory or use kind = \"knn\"")
+    tol = params["tol"] or None
+    history, info = [], None
+    with store.write("embed", key, attrs) as g:
+        t0 = time.perf_counter()
+        scale = None
+        if method == "sk":
+            P = create_like(K, g, "P_scratch")
+            info = sinkhorn_blocked(K, P, n_iter=params["n_iter"], tol=tol, max_memory=max_memory, client=client)
+        elif method == "bbs":
+            P = create_like(K, g, "P_scratch")
+            info = bbs_blocked(K, P, n_iter=params["n_iter"], tol=tol, max_memory=max_memory,
+                               y=y if params["record_every"] else None, record_every=params["record_every"],
+                               client=client)
+            history = info.history
+        else:
+            P = K
+            if method == "ncut":  # D^-1/2 K D^-1/2 as a scaled operator; K is not rewritten
+                if params["ncut_iter"] != 1:
+                    raise UserError("out-of-core Ncut supports ncut_iter = 1 only")
+                deg = blocked_matvec_operator(K, max_memory=max_memory) @ np.ones(n)
+                if np.any(deg <= 0):
+                    raise DataError(f"K has a row with non-positive sum (row {int(np.argmin(deg))}); Ncut needs D > 0")
+                scale = 1.0 / np.sqrt(deg)
+        t_norm = time.perf_counter() - t0
+        op = blocked_matvec_operator(P, max_memory=max_memory)
+        if scale is not None:
+            from scipy.sparse.linalg import LinearOperator
+            base = op
+            op = LinearOperator((n, n), matvec=lambda v: scale * (base @ (scale * np.ravel(v))), dtype=np.float64)
+        E = spectral_embed(op, k, solver="eigsh", random_state=seed)
+        mb = mc = float("nan")
+        if y is not None:  # one more streaming pass for MB and MC
+            rows = plan_rows(n, 8, max_memory, n_buffers=2)
+            rs, rc = np.empty(n), np.empty(n)
+            for r0 in range(0, n, rows):
+                blk = np.asarray(P[r0:r0 + rows], dtype=np.float64)
+                if scale is not None:
+                    blk *= scale[r0:r0 + blk.shape[0], None] * scale[None, :]
+                rs[r0:r0 + blk.shape[0]], rc[r0:r0 + blk.shape[0]] = quality_partial(blk, y, r0)
+            mb, mc = quality_from_sums(rs, rc)
+        if P is not K:
+            del g["P_scratch"]
+        write_dense(g, "E", E)
+        g.attrs.update({"normalize_seconds": t_norm, "MB": float(mb), "MC": float(mc), "out_of_core": True,
+                        "norm_n_iter": int(info.n_iter) if info else 0,
+                        "norm_converged": bool(info.converged) if info else True,
+                        "row_err": float(info.row_err) if info else float(np.abs(rs - 1).max()) if y is not None
+                        else float("nan"),
+                        "history": [list(map(float, h)) for h in history]})
 
 
 def embed_multi(store_path, key, attrs, aff_keys, params, k, y, max_memory, seed):

@@ -173,19 +173,24 @@ def _describe(owner) -> str:
 
 # -- matrices in groups ------------------------------------------------------
 
-def write_dense(group, name, X, *, chunk_rows=4096, dtype=None):
+def write_dense(group, name, X, *, chunk_rows=4096, dtype=None, compress=True):
     """Write a 2-D (or 1-D) ndarray / dask array as a row-chunked zarr array.
 
     A dask array is written block by block (``dask.array.to_zarr``), so it
-    never has to be in memory as a whole.
+    never has to be in memory as a whole.  ``compress=False`` stores raw
+    chunks: kernel values hardly compress, and arrays that are streamed on
+    every iteration should not pay a codec (they can then be read straight
+    into a buffer, see :mod:`bigclust.normalize_ooc`).
     """
     import dask.array as da
 
     dtype = np.dtype(dtype or X.dtype)
     chunks = (min(chunk_rows, max(1, X.shape[0])),) + tuple(X.shape[1:])
-    arr = group.create_array(name, shape=X.shape, chunks=chunks, dtype=dtype, fill_value=0)
+    kw = {} if compress else {"compressors": None}
+    arr = group.create_array(name, shape=X.shape, chunks=chunks, dtype=dtype, fill_value=0, **kw)
     if isinstance(X, da.Array):
-        da.to_zarr(X.astype(dtype).rechunk(chunks), arr, compute=True)
+        # blocks aligned with the zarr chunks: every task writes whole chunks of its own, no lock needed
+        da.store(X.astype(dtype).rechunk(chunks), arr, lock=False, compute=True)
     else:
         arr[...] = np.asarray(X, dtype=dtype)
     return arr

@@ -194,3 +194,40 @@ def test_minibatch_kmeans_selected_by_config_and_threshold(tmp_path, blob_file, 
     auto = _with(make_config(blob_file, name="auto.toml"), "n_init = 5", "n_init = 3\nminibatch_threshold = 100")
     run(auto, out=str(tmp_path / "o_auto"))
     assert len(s.stage_keys("cluster")) == 6  # n = 150 > 100: mini-batch again, other params
+
+
+def test_knn_affinity_sparse_path(tmp_path, blob_file, make_config):
+    cfg = _with(make_config(blob_file), 'names = ["kmeans", "ra", "ncut"]',
+                'names = ["ra", "ncut", "sk", "bbs"]\nsolver = "dual"')
+    cfg = _with(cfg, "gamma = 1.0", 'gamma = 1.0\nkind = "knn"\nn_neighbors = 10')
+    recs = run(cfg)
+    assert [r["method"] for r in recs] == ["ra", "ncut", "sk", "bbs"]
+    for r in recs:
+        assert r["acc_avg"] == pytest.approx(1.0) and r["params"]["n_neighbors"] == 10
+    assert recs[2]["row_err"] < 1e-8 and recs[3]["row_err"] < 1e-8   # SK and exact BBS on the graph
+    s = Store(tmp_path / "store.zarr")
+    (key,) = s.stage_keys("affinity")
+    assert s.open("affinity", key)["K"].attrs["format"] == "csr"
+
+
+def test_out_of_core_path_equals_in_memory(tmp_path, make_config):
+    X, y = blobs(n=400, k=3, d=5, seed=4, sep=3.0)
+    p = tmp_path / "d.npz"
+    np.savez(p, X=X, y=y)
+    body = lambda cfg: _with(cfg, 'names = ["kmeans", "ra", "ncut"]', 'names = ["ra", "ncut", "sk", "bbs"]\nn_iter = 30')
+    mem = run(body(make_config(p)), out=str(tmp_path / "o_mem"))
+    # 400 x 400 float64 = 1.28 MB: a 1 MB budget forces streaming in row blocks
+    ooc_cfg = body(make_config(p, name="ooc.toml"))
+    ooc_cfg = _with(ooc_cfg, 'path = "store.zarr"', 'path = "store_ooc.zarr"\nmax_memory = "1MB"')
+    ooc = run(ooc_cfg, out=str(tmp_path / "o_ooc"))
+    s = Store(tmp_path / "store_ooc.zarr")
+    assert all(s.open("embed", k).attrs["out_of_core"] for k in s.stage_keys("embed"))
+    assert not any((tmp_path / "store_ooc.zarr" / "stages" / "embed").glob("*/P_scratch"))
+    for a, b in zip(mem, ooc):
+        assert a["method"] == b["method"]
+        assert a["MB"] == pytest.approx(b["MB"], rel=1e-6, abs=1e-12)
+        assert a["MC"] == pytest.approx(b["MC"], rel=1e-6, abs=1e-12)
+        assert a["acc_avg"] == pytest.approx(b["acc_avg"], abs=1e-9)
+    bad = _with(ooc_cfg, "n_iter = 30", 'n_iter = 30\nsolver = "dual"')
+    with pytest.raises(UserError, match="supports solver"):
+        run(bad, out=str(tmp_path / "o_bad"))

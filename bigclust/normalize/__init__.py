@@ -48,9 +48,11 @@ def bbs(K, solver="alternating", n_iter=1000, tol=None, *, y=None, record_every=
     K : ndarray or scipy.sparse matrix, shape (n, n)
         Symmetric and finite (signs are free).  For sparse K, G is restricted
         to K's stored pattern E (explicit zeros included; the pattern must be
-        symmetric) and every pass costs O(nnz): the affine projection within
-        the support solves ``(D + A_E) mu = 1 - G1`` (signless Laplacian of E)
-        by CG -- see :mod:`bigclust.normalize._bbs_sparse`.
+        symmetric) and every pass costs O(nnz); the alternating and Dykstra
+        steps also project onto the affine set *within the support*, which
+        means solving ``(D + A_E) mu = 1 - G1`` (signless Laplacian of E) by a
+        warm-started CG, O(nnz) per CG step -- see
+        :mod:`bigclust.normalize._bbs_sparse`.
     solver : {"alternating", "dykstra", "dual"}
         ``"alternating"``: the paper's Alg. 1, projections onto
         ``{G = G^T, G1 = 1}`` and ``{G >= 0}`` alternated from ``G = K``, one

@@ -20,8 +20,12 @@ every iterate is therefore ``Z = K + m 1^T + 1 m^T`` with ``m`` the sum of the
 ``u``'s, so Dykstra runs on the vector ``m`` with a *read-only* pass over K
 (:func:`bbs_dual_rowsums`) -- half the memory traffic of Alg. 1 and no n x n
 state besides K.  ``G = max(K + m 1^T + 1 m^T, 0)`` is formed once at the end.
-The fixed point has ``r = 1``, i.e. ``m`` solves the dual equations below, so
-Dykstra is a fixed-step dual gradient method: exact in the limit, but slow.
+The fixed point has ``r = 1``, i.e. ``m`` solves the dual equations below.
+In fact the step is ``-(nI + 11^T)^{-1} F(m)`` with ``F = r - 1``: a dual
+gradient step preconditioned by ``nI + 11^T``, which majorises the dual
+Hessian ``J`` (see ``_newton``), so it decreases the dual objective from any
+start (MBBS warm-starts it) -- exact in the limit, but linear and slow when
+the active set is small, since then ``J`` is far below its majorant.
 
 Dual.  Semismooth Newton on ``F(mu) = G(mu) 1 - 1`` (see ``_newton``).
 """
