@@ -149,18 +149,22 @@ def _compile(dtype):
                 bbs(M, solver, n_iter=3)
 
 
-def _references(K, repeats):
-    """Bandwidths (GB/s) of the reference sweeps over an array like K."""
+def _references(K):
+    """One timing (seconds) of each reference sweep over an array like K.
+
+    Write references (2 x K.nbytes moved): a numba parallel copy, np.copyto and
+    an in-place ``a += 0``; read references (K.nbytes): numba parallel row
+    sums and BLAS gemv ``K @ v``.
+    """
     from . import bench_numba as bn
 
-    nbytes = K.nbytes
-    A, B, out = K.copy(), np.empty_like(K), np.empty(K.shape[0])
+    A, B, out, v = K.copy(), np.empty_like(K), np.empty(K.shape[0]), np.ones(K.shape[0], dtype=K.dtype)
     np.copyto(B, A)  # page B in: first touches are not bandwidth
-    res = {"numba parallel copy": 2 * nbytes / _median_time(lambda _: bn.copy_rows(A, B), repeats),
-           "np.copyto": 2 * nbytes / _median_time(lambda _: np.copyto(B, A), repeats),
-           "numba parallel in-place a += 0": 2 * nbytes / _median_time(lambda _: bn.touch_rows(B), repeats)}
-    read = nbytes / _median_time(lambda _: bn.sum_rows(A, out), repeats)
-    return {k: v / GB for k, v in res.items()}, read / GB
+    write = {"numba parallel copy": lambda: bn.copy_rows(A, B), "np.copyto": lambda: np.copyto(B, A),
+             "numba parallel in-place a += 0": lambda: bn.touch_rows(B)}
+    read = {"numba parallel row sums": lambda: bn.sum_rows(A, out), "BLAS gemv K @ v": lambda: A @ v}
+    return ({k: _median_time(lambda _: f(), 1) for k, f in write.items()},
+            {k: _median_time(lambda _: f(), 1) for k, f in read.items()})
 
 
 def bench_bbs(n=6000, dtype="float64", repeats=5, iters=20, max_dykstra_seconds=300.0, tol=1e-8):
@@ -184,7 +188,8 @@ def bench_bbs(n=6000, dtype="float64", repeats=5, iters=20, max_dykstra_seconds=
     K = ((K + K.T) / 2).astype(dt)  # exactly symmetric, as every solver assumes
     _compile(dt)
     out = {**machine(), "bench": "bbs", "n": n, "dtype": dt.name, "repeats": repeats, "iters": iters,
-           "data": data, "kernel": "gaussian, gamma = 1", "timing": "median over repeats, compilation excluded"}
+           "data": data, "kernel": "gaussian, gamma = 1",
+           "timing": "median over repeats of iters iterations each, compilation excluded"}
 
     def alt(state):
         G, r = state
@@ -210,22 +215,35 @@ def bench_bbs(n=6000, dtype="float64", repeats=5, iters=20, max_dykstra_seconds=
         for _ in range(iters):
             d = numpy_sk_iteration(K, d)
 
-    t_alt = _median_time(alt, repeats, lambda: (K.copy(), K.sum(axis=1, dtype=np.float64))) / iters
-    t_np = _median_time(numpy_alt, repeats, K.copy) / iters
-    t_sk = _median_time(sk, repeats) / iters
-    t_np_sk = _median_time(numpy_sk, repeats) / iters
-    refs, read_bw = _references(K, repeats)
-    best = max(refs, key=refs.get)
-    bw, sk_bw = 2 * K.nbytes / t_alt / GB, K.nbytes / t_sk / GB
+    # interleaved: every repeat times all contenders and references back to back, so that the
+    # per-repeat ratios compare runs made under the same conditions (this VM's speed drifts)
+    rows = []
+    for _ in range(repeats):
+        wr, rd = _references(K)
+        rows.append({"alt": _median_time(alt, 1, lambda: (K.copy(), K.sum(axis=1, dtype=np.float64))) / iters,
+                     "np": _median_time(numpy_alt, 1, K.copy) / iters, "sk": _median_time(sk, 1) / iters,
+                     "np_sk": _median_time(numpy_sk, 1) / iters,
+                     **{("w", k): 2 * K.nbytes / t / GB for k, t in wr.items()},
+                     **{("r", k): K.nbytes / t / GB for k, t in rd.items()}})
+    med = {k: statistics.median(row[k] for row in rows) for k in rows[0]}
+    wbest = max((k for k in med if k[0] == "w"), key=med.get)
+    rbest = max((k for k in med if k[0] == "r"), key=med.get)
+
+    def ratio(f):  # median over repeats of a per-repeat ratio
+        return statistics.median(f(row) for row in rows)
+
     out.update({
-        "seconds_per_iter": t_alt, "bytes_per_iter": 2 * K.nbytes, "bandwidth_gbs": bw,
-        "copy_bandwidth_gbs": refs[best], "copy_reference": best,
-        "copy_references_gbs": refs, "bandwidth_fraction": bw / refs[best],
-        "numpy_seconds_per_iter": t_np, "speedup_vs_numpy": t_np / t_alt,
-        "sk_seconds_per_iter": t_sk, "sk_bytes_per_iter": K.nbytes, "sk_bandwidth_gbs": sk_bw,
-        "read_bandwidth_gbs": read_bw, "read_reference": "numba parallel row sums (read only)",
-        "sk_bandwidth_fraction": sk_bw / read_bw, "numpy_sk_seconds_per_iter": t_np_sk,
-        "sk_speedup_vs_numpy": t_np_sk / t_sk})
+        "seconds_per_iter": med["alt"], "bytes_per_iter": 2 * K.nbytes, "bandwidth_gbs": 2 * K.nbytes / med["alt"] / GB,
+        "copy_bandwidth_gbs": med[wbest], "copy_reference": wbest[1],
+        "copy_references_gbs": {k[1]: v for k, v in med.items() if k[0] == "w"},
+        "bandwidth_fraction": ratio(lambda w: 2 * K.nbytes / w["alt"] / GB / w[wbest]),
+        "numpy_seconds_per_iter": med["np"], "speedup_vs_numpy": ratio(lambda w: w["np"] / w["alt"]),
+        "sk_seconds_per_iter": med["sk"], "sk_bytes_per_iter": K.nbytes, "sk_bandwidth_gbs": K.nbytes / med["sk"] / GB,
+        "read_bandwidth_gbs": med[rbest], "read_reference": rbest[1],
+        "read_references_gbs": {k[1]: v for k, v in med.items() if k[0] == "r"},
+        "sk_bandwidth_fraction": ratio(lambda w: K.nbytes / w["sk"] / GB / w[rbest]),
+        "numpy_sk_seconds_per_iter": med["np_sk"], "sk_speedup_vs_numpy": ratio(lambda w: w["np_sk"] / w["sk"]),
+        "ratios": "median over repeats of each repeat's ratio (all timings of a repeat back to back)"})
     out.update(_dual_vs_dykstra(K, repeats, max_dykstra_seconds, tol))
     return out
 
