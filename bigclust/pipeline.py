@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 from . import __version__, stages
 from .config import Config, load, stable_hash

@@ -173,8 +173,7 @@ def embed(store_path, key, attrs, aff_key, method, params, k, y, max_memory, see
     multiply the store's size for nothing.  Its quality (MB, MC), the solver's
     convergence and the MB/MC history are kept as attributes.
     """
-    from .normalize import normalize, quality
-    from .spectral import embed as spectral_embed
+    from .normalize import normalize
 
     store = Store(store_path)
     ga = store.open("affinity", aff_key)
@@ -189,15 +188,7 @@ def embed(store_path, key, attrs, aff_key, method, params, k, y, max_memory, see
     mparams = _method_params(method, params)
     P, info = normalize(K, method, y=y if params["record_every"] else None,
                         record_every=params["record_every"], return_info=True, **mparams)
-    t_norm = time.perf_counter() - t0
-    mb, mc = quality(P, y) if y is not None else (float("nan"), float("nan"))
-    E = spectral_embed(P, k, solver=params["eigensolver"], random_state=seed)
-    with store.write("embed", key, attrs) as g:
-        write_dense(g, "E", E)
-        g.attrs.update({"normalize_seconds": t_norm, "MB": float(mb), "MC": float(mc),
-                        "norm_n_iter": int(info.n_iter), "norm_converged": bool(info.converged),
-                        "row_err": float(info.row_err),
-                        "history": [list(map(float, h)) for h in info.history]})
+    _embed_and_write(store, key, attrs, P, info, time.perf_counter() - t0, k, y, params, seed)
 
 
 def embed_ooc(store_path, key, attrs, aff_key, method, params, k, y, max_memory, seed, client=None):
@@ -277,8 +268,7 @@ def embed_multi(store_path, key, attrs, aff_keys, params, k, y, max_memory, seed
     The kernels are the affinities of a γ sweep; their learnt weights
     ``alpha`` are kept as an attribute.
     """
-    from .normalize import mbbs, quality
-    from .spectral import embed as spectral_embed
+    from .normalize import mbbs
 
     store = Store(store_path)
     groups = [store.open("affinity", a) for a in aff_keys]
@@ -295,15 +285,23 @@ def embed_multi(store_path, key, attrs, aff_keys, params, k, y, max_memory, seed
     t0 = time.perf_counter()
     P, info = mbbs(Ks, lam=params["lam"], n_outer=params["mbbs_outer"], solver="dual",
                    n_iter=100, tol=1e-6, return_info=True)
-    t_norm = time.perf_counter() - t0
+    _embed_and_write(store, key, attrs, P, info, time.perf_counter() - t0, k, y, params, seed,
+                     alpha=[float(a) for a in info.alpha])
+
+
+def _embed_and_write(store, key, attrs, P, info, t_norm, k, y, params, seed, **extra):
+    """Quality, spectral embedding and the stage's arrays/attributes for an in-memory P."""
+    from .normalize import quality
+    from .spectral import embed as spectral_embed
+
     mb, mc = quality(P, y) if y is not None else (float("nan"), float("nan"))
     E = spectral_embed(P, k, solver=params["eigensolver"], random_state=seed)
     with store.write("embed", key, attrs) as g:
         write_dense(g, "E", E)
         g.attrs.update({"normalize_seconds": t_norm, "MB": float(mb), "MC": float(mc),
                         "norm_n_iter": int(info.n_iter), "norm_converged": bool(info.converged),
-                        "row_err": float(info.row_err), "history": [],
-                        "alpha": [float(a) for a in info.alpha]})
+                        "row_err": float(info.row_err),
+                        "history": [list(map(float, h)) for h in info.history], **extra})
 
 
 def _method_params(method, params):
