@@ -135,6 +135,14 @@ class Runner:
             self.done[(stage, key)] = dict(self.store.open(stage, key).attrs)
         return key
 
+    def _n_clusters(self, cl, ia) -> int:
+        """k from ``[cluster]`` (0: the number of classes), checked against n."""
+        k, n = cl["n_clusters"] or ia["n_classes"], ia["n_samples"]
+        if k < 2 or k > n:
+            raise UserError(f"{self.cfg.path}: [cluster] n_clusters={k} must be between 2 and n={n}"
+                            + ("" if cl["n_clusters"] else " (taken from the number of classes)"))
+        return k
+
     def _out_of_core(self, aff_key) -> bool:
         """A dense K whose in-memory normalisation (K and G) would exceed ``max_memory``."""
         node = self.store.open("affinity", aff_key)["K"]
@@ -175,10 +183,7 @@ class Runner:
         pre_key, ia, y = self.data(point)
         n = ia["n_samples"]
         cl, emb, aff, mp = point["cluster"], point["embed"], point["affinity"], point["method"]
-        k = cl["n_clusters"] or ia["n_classes"]
-        if k < 2 or k > n:
-            raise UserError(f"{self.cfg.path}: [cluster] n_clusters={k} must be between 2 and n={n}"
-                            + ("" if cl["n_clusters"] else " (taken from the number of classes)"))
+        k = self._n_clusters(cl, ia)
         if method == "kmeans" and cl["kmeans_n_init"]:
             # k-means on wide raw data (text) can afford fewer restarts than on a k-dim embedding
             cl = {**cl, "n_init": cl["kmeans_n_init"]}
@@ -190,11 +195,7 @@ class Runner:
         if method == "kmeans":
             src = ("preprocess", pre_key, "X")
         else:
-            aff_params = {"kind": aff["kind"], "dtype": aff["dtype"]}
-            if aff["kind"] in ("gaussian", "knn"):
-                aff_params["gamma"] = aff["gamma"]
-            if aff["kind"] == "knn":
-                aff_params["n_neighbors"] = aff["n_neighbors"]
+            aff_params = _affinity_params(aff, aff["gamma"])
             shown.update({k2: v for k2, v in aff_params.items() if k2 in ("gamma", "n_neighbors")})
             aff_key = self._stage("affinity", {"in": pre_key, **aff_params}, _affinity_dispatch,
                                   pre_key, aff_params, cl["seed"], self.client, self.cfg.max_memory,
@@ -248,15 +249,11 @@ class Runner:
         point = points[0]
         pre_key, ia, y = self.data(point)
         n, cl, emb, aff, mp = ia["n_samples"], point["cluster"], point["embed"], point["affinity"], point["method"]
-        k = cl["n_clusters"] or ia["n_classes"]
-        if k < 2 or k > n:
-            raise UserError(f"{self.cfg.path}: [cluster] n_clusters={k} must be between 2 and n={n}")
+        k = self._n_clusters(cl, ia)
         gammas = [p["affinity"]["gamma"] for p in points]
         aff_keys = []
         for g in gammas:
-            ap = {"kind": aff["kind"], "dtype": aff["dtype"], "gamma": g}
-            if aff["kind"] == "knn":
-                ap["n_neighbors"] = aff["n_neighbors"]
+            ap = _affinity_params(aff, g)
             aff_keys.append(self._stage("affinity", {"in": pre_key, **ap}, _affinity_dispatch, pre_key, ap,
                                         cl["seed"], self.client, self.cfg.max_memory, describe=_fmt(ap)))
         ncomp = emb["n_components"] or k
@@ -279,6 +276,16 @@ class Runner:
             rec.update(acc_avg=float(acc.mean()), acc_max=float(acc.max()), nmi_avg=float(nmi.mean()),
                        nmi_max=float(nmi.max()))
         return rec
+
+
+def _affinity_params(aff: dict, gamma) -> dict:
+    """The parameters an affinity stage depends on (γ only for the kinds that use it)."""
+    params = {"kind": aff["kind"], "dtype": aff["dtype"]}
+    if aff["kind"] in ("gaussian", "knn"):
+        params["gamma"] = gamma
+    if aff["kind"] == "knn":
+        params["n_neighbors"] = aff["n_neighbors"]
+    return params
 
 
 def _mbbs_groups(cfg: Config, points):
