@@ -22,18 +22,64 @@ def block_rows(n: int, itemsize: int, block_bytes: int = 64 << 20) -> int:
     return int(max(1, min(n, block_bytes // max(1, n * itemsize))))
 
 
-def _dense_block(Xb, X, sqn, row0, kind, gamma, dtype):
-    """One row block of a dense kernel (runs inside a Dask task)."""
+def gram_tile(n: int) -> int:
+    """Rows of the fixed Gram tiles of a dense kernel on n points (a function of n only).
+
+    A power of two from 32 to 512 with a (tile x n) float64 panel near 4 MB.
+    """
+    t = 512
+    while t > 32 and t * n * 8 > 4 << 20:
+        t //= 2
+    return t
+
+
+def kernel_block_rows(n: int, itemsize: int, block_bytes: int = 64 << 20) -> int:
+    """Rows per block of :func:`dense_kernel`: under ``block_bytes``, whole Gram tiles when one fits."""
+    rows, T = block_rows(n, itemsize, block_bytes), gram_tile(n)
+    return rows - rows % T if rows >= T else rows
+
+
+def _gram_rows(Xp, r0, r1, n, T):
+    """Rows ``r0:r1`` of ``X X^T`` from fixed (T x T) tiles of the zero-padded ``Xp``.
+
+    BLAS rounds differently for different matrix shapes, so a Gram block
+    computed as ``X[r0:r1] @ X.T`` changes in the last bit with the chunking
+    and is not exactly symmetric.  Here every entry comes from one GEMM of
+    two whole T-row tiles, tile (a, b) with a > b being the transpose of tile
+    (b, a): the same call for (i, j) and (j, i), whatever the row blocks.
+    """
+    G = np.empty((r1 - r0, n))
+    nt = Xp.shape[0] // T
+    for a in range(r0 // T, -(-r1 // T)):
+        lo, hi = max(r0, a * T), min(r1, (a + 1) * T)
+        A = Xp[a * T:(a + 1) * T]
+        for b in range(nt):
+            B = Xp[b * T:(b + 1) * T]
+            g = A @ B.T if a <= b else (B @ A.T).T
+            c1 = min(n, (b + 1) * T)
+            G[lo - r0:hi - r0, b * T:c1] = g[lo - a * T:hi - a * T, :c1 - b * T]
+    return G
+
+
+def _dense_block(X, sqn, r0, r1, T, kind, gamma, dtype):
+    """One row block ``r0:r1`` of a dense kernel (runs inside a Dask task).
+
+    ``X`` is CSR (the sparse product is exact in the order of its sorted
+    column indices, hence symmetric and chunk-free) or the dense X
+    zero-padded to a multiple of ``T`` rows.
+    """
     from .affinity_numba import gaussian_from_gram, square_inplace
 
-    G = Xb @ X.T  # sparse text stays sparse here; only the (b, n) block is dense
-    G = np.ascontiguousarray(G.toarray() if sp.issparse(G) else G, dtype=np.float64)
+    n = sqn.shape[0]
+    if sp.issparse(X):  # text stays sparse here; only the (b, n) block is dense
+        G = np.ascontiguousarray((X[r0:r1] @ X.T).toarray(), dtype=np.float64)
+    else:
+        G = _gram_rows(X, r0, r1, n, T)
     if kind == "gaussian":
-        gaussian_from_gram(G, sqn[row0:row0 + G.shape[0]], sqn, row0, gamma)
+        gaussian_from_gram(G, sqn[r0:r1], sqn, r0, gamma)
     elif kind in ("cosine", "cosine2"):
         inv = 1.0 / np.sqrt(np.maximum(sqn, np.finfo(np.float64).tiny))
-        G *= inv[row0:row0 + G.shape[0], None]
-        G *= inv[None, :]
+        G *= np.multiply.outer(inv[r0:r1], inv)  # g * (inv_i * inv_j): symmetric bit for bit
         if kind == "cosine2":
             square_inplace(G)
     return G.astype(dtype, copy=False)
@@ -58,6 +104,9 @@ def dense_kernel(X, kind="gaussian", gamma=1.0, *, dtype=np.float64, block_bytes
     Returns
     -------
     dask.array.Array, shape (n, n), chunks (rows, n)
+        Exactly symmetric, and the same to the last bit whatever ``block_bytes``
+        (see :func:`_gram_rows`); rows per block are a multiple of
+        :func:`gram_tile` when the budget allows one tile.
     """
     import dask
     import dask.array as da
@@ -74,13 +123,18 @@ def dense_kernel(X, kind="gaussian", gamma=1.0, *, dtype=np.float64, block_bytes
     else:
         X = np.ascontiguousarray(X, dtype=np.float64)
         sqn = np.einsum("ij,ij->i", X, X)
-    rows = block_rows(n, dtype.itemsize, block_bytes)
+    T = gram_tile(n)
+    rows = kernel_block_rows(n, dtype.itemsize, block_bytes)  # whole tiles: none computed twice
+    if not sp.issparse(X):
+        Xp = np.zeros((-(-n // T) * T, X.shape[1]))
+        Xp[:n] = X
+        X = Xp
     Xd = dask.delayed(X, pure=True)
     sq = dask.delayed(sqn, pure=True)
     blocks = []
     for r0 in range(0, n, rows):
         r1 = min(n, r0 + rows)
-        blk = dask.delayed(_dense_block, pure=True)(X[r0:r1], Xd, sq, r0, kind, float(gamma), dtype)
+        blk = dask.delayed(_dense_block, pure=True)(Xd, sq, r0, r1, T, kind, float(gamma), dtype)
         blocks.append(da.from_delayed(blk, shape=(r1 - r0, n), dtype=dtype))
     return da.concatenate(blocks, axis=0)
 

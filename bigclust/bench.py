@@ -306,7 +306,7 @@ def bench_ooc(n=30000, max_memory="1GB", iters=20, dtype="float64", workdir=None
     import psutil
     import zarr
 
-    from .affinity import dense_kernel
+    from .affinity import dense_kernel, kernel_block_rows
     from .normalize_ooc import bbs_blocked, create_like, parse_memory, plan_rows, row_blocks
 
     dt, budget = np.dtype(dtype), parse_memory(max_memory)
@@ -314,7 +314,7 @@ def bench_ooc(n=30000, max_memory="1GB", iters=20, dtype="float64", workdir=None
     rows = plan_rows(n, dt.itemsize, budget)
     # chunks well below a block: Dask builds K in small tasks, and blocks (whole chunks)
     # can fill the budget closely
-    chunk_rows = max(1, min(rows, chunk_bytes // row_bytes))
+    chunk_rows = kernel_block_rows(n, dt.itemsize, min(rows, max(1, chunk_bytes // row_bytes)) * row_bytes)
     blocks = row_blocks(n, chunk_rows, rows)
     need = 2 * n * row_bytes
     parent = workdir or tempfile.gettempdir()

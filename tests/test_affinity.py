@@ -29,6 +29,23 @@ def test_blocks_do_not_change_values(X):
     np.testing.assert_array_equal(many.compute(), one)
 
 
+@pytest.mark.parametrize("kind", ["gaussian", "linear", "cosine2"])
+def test_dense_kernel_exactly_symmetric_and_chunk_free(kind):
+    # n spans several Gram tiles with a ragged last one; blocks of one tile, of
+    # two tiles, and smaller than a tile must all give the same bits
+    from bigclust.affinity import gram_tile
+
+    X = np.random.default_rng(5).normal(size=(1100, 30))
+    T = gram_tile(1100)
+    assert T == 256 and 1100 % T
+    one = dense_kernel(X, kind, 3.0).compute()
+    assert np.array_equal(one, one.T)
+    for rows in (T, 2 * T, 100):
+        many = dense_kernel(X, kind, 3.0, block_bytes=1100 * 8 * rows)
+        assert many.chunks[0][0] == rows
+        np.testing.assert_array_equal(many.compute(), one)
+
+
 def test_other_kernels(X):
     nrm = X / np.linalg.norm(X, axis=1, keepdims=True)
     np.testing.assert_allclose(dense_kernel(X, "linear").compute(), X @ X.T, rtol=1e-12)
