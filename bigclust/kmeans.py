@@ -17,6 +17,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from .errors import DataError, UserError
 
@@ -83,6 +84,20 @@ def _as_float64(X, where="X"):
     return X
 
 
+def _as_csr64(X):
+    """CSR float64 copy with int64 indices, sorted and without stored zeros, checked finite."""
+    X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+    if not np.isfinite(X.data).all():
+        bad = int(np.searchsorted(X.indptr, np.flatnonzero(~np.isfinite(X.data))[0], side="right") - 1)
+        raise DataError(f"X has non-finite values (first in row {bad}); k-means needs finite data")
+    X.sum_duplicates()
+    X.eliminate_zeros()
+    X.sort_indices()
+    X.indices = X.indices.astype(np.int64)
+    X.indptr = X.indptr.astype(np.int64)
+    return X
+
+
 def _check_int(name, value, low, high=None):
     if not isinstance(value, numbers.Integral) or isinstance(value, bool):
         raise UserError(f"{name} must be an integer, got {value!r}")
@@ -101,6 +116,14 @@ def _check_k(n_clusters, n):
 
 def _n_distinct_rows(X, at_least):
     """Number of distinct rows of X, or any number >= ``at_least`` once that many are seen."""
+    if sp.issparse(X):  # canonical CSR (:func:`_as_csr64`): a row is its (indices, values) bytes
+        seen = set()
+        for a, b in zip(X.indptr[:-1], X.indptr[1:]):
+            seen.add((X.indices[a:b].tobytes(), (X.data[a:b] + 0.0).tobytes()))
+            if len(seen) >= at_least:
+                break
+        return len(seen)
+
     def count(rows):
         rows = np.ascontiguousarray(rows + 0.0)  # + 0.0 turns -0.0 into 0.0 before comparing bytes
         return np.unique(rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1])))).shape[0]
@@ -163,7 +186,11 @@ def _initial(X, k, n_init, init, seeds):
     if isinstance(init, str):
         code = _method_code(init)
         centers = np.empty((n_init, k, X.shape[1]))
-        _kernels().init_centers_kernel(X, k, seeds, code, centers)
+        if sp.issparse(X):
+            _kernels().init_centers_csr_kernel(X.data, X.indices, X.indptr, _row_sqnorms(X), k, seeds, code,
+                                               centers)
+        else:
+            _kernels().init_centers_kernel(X, k, seeds, code, centers)
         return centers
     init = np.asarray(init, dtype=np.float64)
     if init.ndim == 2:
@@ -202,9 +229,11 @@ def kmeans(X, n_clusters, *, n_init=100, max_iter=1000, init="k-means++", tol=0.
 
     Parameters
     ----------
-    X : array-like, shape (n, d)
-        Dense in-memory data, e.g. a spectral embedding (float32 or float64;
-        computed in float64).
+    X : array-like or scipy.sparse matrix, shape (n, d)
+        In-memory data, e.g. a spectral embedding (float32 or float64;
+        computed in float64).  Sparse data (tf-idf documents) stay sparse:
+        distances come from ``||x||^2 - 2 x.c + ||c||^2`` in O(nnz k) per
+        pass, centres are dense.
     n_clusters : int
         Number of clusters k, ``2 <= k <= n``.
     n_init : int
@@ -242,7 +271,7 @@ def kmeans(X, n_clusters, *, n_init=100, max_iter=1000, init="k-means++", tol=0.
     If a restart stops on ``max_iter`` or ``tol`` a final assignment makes
     its labels and inertia match the returned centres.
     """
-    X = _as_float64(X)
+    X = _as_csr64(X) if sp.issparse(X) else _as_float64(X)
     n = X.shape[0]
     k = _check_k(n_clusters, n)
     n_init = _check_int("n_init", n_init, 1)
@@ -271,13 +300,22 @@ def _lloyd(X, centers, max_iter, tol):
     # Restarts take very different numbers of iterations: hand them out one
     # at a time instead of in equal static slices.
     with numba.parallel_chunksize(1):
-        _kernels().lloyd_kernel(X, centers, max_iter, tol, labels, inertia, n_iter, n_empty)
+        if sp.issparse(X):
+            _kernels().lloyd_csr_kernel(X.data, X.indices, X.indptr, _row_sqnorms(X), centers, max_iter, tol,
+                                        labels, inertia, n_iter, n_empty)
+        else:
+            _kernels().lloyd_kernel(X, centers, max_iter, tol, labels, inertia, n_iter, n_empty)
     best = int(np.argmin(inertia))
     total_empty = int(n_empty.sum())
     _warn_empty(total_empty, n_init, "empty")
     _warn_final_empty(labels, centers.shape[1])
     return KMeansResult(labels=labels, inertia=inertia, n_iter=n_iter, centers=centers[best].copy(),
                         best=best, n_empty_reseeded=total_empty)
+
+
+def _row_sqnorms(X):
+    """``||x_i||^2`` of the rows of a CSR matrix, in float64."""
+    return np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
 
 
 def assign(X, centers):

@@ -323,13 +323,13 @@ def cluster(store_path, key, attrs, src_stage, src_key, array, params, k):
 
     store = Store(store_path)
     g_in = store.open(src_stage, src_key)
-    n = g_in[array]["indptr"].shape[0] - 1 if is_sparse(g_in, array) else g_in[array].shape[0]
+    sparse = is_sparse(g_in, array)
+    n = g_in[array]["indptr"].shape[0] - 1 if sparse else g_in[array].shape[0]
     algo = params["algorithm"]
-    if algo == "auto":
-        algo = "minibatch" if n > params["minibatch_threshold"] else "lloyd"
+    if algo == "auto":  # sparse data (documents) stay sparse in Lloyd; mini-batch would densify them
+        algo = "minibatch" if n > params["minibatch_threshold"] and not sparse else "lloyd"
     if algo == "lloyd":
         X = read_matrix(g_in, array)
-        X = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
         res = kmeans(X, k, n_init=params["n_init"], max_iter=params["max_iter"], random_state=params["seed"])
     else:
         # mini-batch reads only sampled rows and then one row chunk at a time from zarr

@@ -259,3 +259,84 @@ def test_minibatch_reassigns_starved_centre():
                                max_no_improvement=None, random_state=0)
     assert res.n_empty_reseeded >= 1
     assert (np.bincount(res.labels[0], minlength=4) > 0).all()
+
+
+# -- sparse (CSR) input -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def docs():
+    """tf-idf-like data: non-negative, ~10% dense rows, three groups of topics, a few empty rows."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(7)
+    n, d = 300, 80
+    y = rng.integers(0, 3, n)
+    dense = rng.random((n, d)) * (rng.random((n, d)) < 0.08)
+    for c in range(3):  # each class favours its own block of terms
+        rows = y == c
+        dense[np.ix_(rows, np.arange(c * 20, c * 20 + 20))] += rng.random((rows.sum(), 20)) * (
+            rng.random((rows.sum(), 20)) < 0.4)
+    dense[[5, 77]] = 0.0
+    dense /= np.maximum(np.linalg.norm(dense, axis=1, keepdims=True), 1e-300)
+    return sp.csr_matrix(dense), y
+
+
+def test_sparse_lloyd_matches_reference(docs):
+    Xs, _ = docs
+    X = Xs.toarray()
+    C0 = X[[0, 1, 2, 3]] + 0.01
+    ref_labels, ref_inertia, ref_iter, ref_C, ref_empty = reference_lloyd(X, C0, 100)
+    res = kmeans(Xs, 4, n_init=1, init=C0, max_iter=100)
+    np.testing.assert_array_equal(res.labels[0], ref_labels)
+    np.testing.assert_allclose(res.inertia[0], ref_inertia, rtol=1e-10)
+    np.testing.assert_allclose(res.centers, ref_C, rtol=1e-12, atol=1e-14)
+    assert res.n_iter[0] == ref_iter and res.n_empty_reseeded == ref_empty
+
+
+def test_sparse_empty_cluster_is_reseeded_like_reference(docs):
+    Xs, _ = docs
+    X = Xs.toarray()
+    C0 = np.vstack([X[[10, 20]], np.full((1, X.shape[1]), 50.0)])  # the third centre attracts nobody
+    ref_labels, ref_inertia, ref_iter, ref_C, ref_empty = reference_lloyd(X, C0, 100)
+    assert ref_empty >= 1
+    with pytest.warns(RuntimeWarning, match="re-seeded"):
+        res = kmeans(Xs, 3, n_init=1, init=C0, max_iter=100)
+    np.testing.assert_array_equal(res.labels[0], ref_labels)
+    np.testing.assert_allclose(res.inertia[0], ref_inertia, rtol=1e-10)
+    assert res.n_empty_reseeded == ref_empty
+
+
+def test_sparse_equals_dense_for_the_same_seed(docs):
+    # the same draws from the same per-restart streams: identical initial centres and labels
+    Xs, y = docs
+    sparse = kmeans(Xs, 3, n_init=8, random_state=3)
+    dense = kmeans(Xs.toarray(), 3, n_init=8, random_state=3)
+    np.testing.assert_array_equal(sparse.labels, dense.labels)
+    np.testing.assert_allclose(sparse.inertia, dense.inertia, rtol=1e-10)
+    assert accuracy(y, sparse.labels[sparse.best]) > 0.9
+    np.testing.assert_array_equal(init_centers(Xs.toarray(), 3, [1, 2]), _csr_init(Xs, 3, [1, 2]))
+
+
+def _csr_init(Xs, k, seeds):
+    from bigclust import kmeans_numba
+    from bigclust.kmeans import _as_csr64, _row_sqnorms
+
+    X = _as_csr64(Xs)
+    out = np.empty((len(seeds), k, X.shape[1]))
+    kmeans_numba.init_centers_csr_kernel(X.data, X.indices, X.indptr, _row_sqnorms(X), k,
+                                         np.asarray(seeds, dtype=np.uint64), 0, out)
+    return out
+
+
+def test_sparse_bad_input(docs):
+    import scipy.sparse as sp
+
+    Xs, _ = docs
+    bad = Xs.copy()
+    bad.data[5] = np.nan
+    with pytest.raises(DataError, match="non-finite"):
+        kmeans(bad, 3, n_init=1)
+    few = sp.csr_matrix(np.repeat(Xs[:2].toarray(), 10, axis=0))
+    with pytest.raises(DataError, match="only 2 distinct rows"):
+        kmeans(few, 3, n_init=1)
