@@ -471,8 +471,12 @@ def sparse_ours(n, k, gamma, n_init, n_clusters=10):
     return res
 
 
-def sparse_sklearn(n, k, n_clusters=10):
-    """scikit-learn's SpectralClustering on the same points: time, peak RSS, ACC, NMI."""
+def sparse_sklearn(n, k, n_clusters=10, eigen_solver="arpack"):
+    """scikit-learn's SpectralClustering on the same points: time, peak RSS, ACC, NMI.
+
+    ``eigen_solver``: scikit-learn's ``arpack`` (its default: shift-invert,
+    a sparse LU of the Laplacian), ``lobpcg`` or ``amg`` (needs pyamg).
+    """
     from sklearn.cluster import SpectralClustering
 
     from .metrics import accuracy, nmi
@@ -481,13 +485,16 @@ def sparse_sklearn(n, k, n_clusters=10):
     with PeakRSS() as mem:
         t = time.perf_counter()
         lab = SpectralClustering(n_clusters=n_clusters, affinity="nearest_neighbors", n_neighbors=k,
-                                 assign_labels="kmeans", random_state=0).fit_predict(X)
+                                 eigen_solver=eigen_solver, assign_labels="kmeans",
+                                 random_state=0).fit_predict(X)
         sec = time.perf_counter() - t
-    return {"data": data, "seconds_fit": sec, "peak_rss_bytes": mem.peak, "acc": float(accuracy(y, lab)),
+    return {"data": data, "eigen_solver": eigen_solver, "seconds_fit": sec, "peak_rss_bytes": mem.peak,
+            "acc": float(accuracy(y, lab)),
             "nmi": float(nmi(y, lab))}
 
 
-def bench_sparse(n=70000, k=10, gamma="median", n_init=10, sklearn_timeout=900.0, sklearn_subset=20000):
+def bench_sparse(n=70000, k=10, gamma="median", n_init=10, sklearn_timeout=900.0, sklearn_subset=20000,
+                 sklearn_eigen_solver="amg"):
     """End to end on MNIST with a sparse kNN affinity, beside scikit-learn's SpectralClustering.
 
     Each pipeline runs in its own spawned process so that its peak RSS is its
@@ -497,18 +504,24 @@ def bench_sparse(n=70000, k=10, gamma="median", n_init=10, sklearn_timeout=900.0
     """
     if not os.environ.get("BIGCLUST_DATA"):
         raise UserError("bench sparse needs MNIST: set BIGCLUST_DATA to the shared data folder")
+    if sklearn_eigen_solver == "amg":
+        try:
+            import pyamg  # noqa: F401
+        except ImportError:
+            raise UserError("--sklearn-eigen-solver amg needs pyamg: pip install -e '.[bench]'") from None
     out = {**machine(), "bench": "sparse", "n": n, "k": k, "n_init": n_init,
            "kmeans_note": f"k-means with n_init={n_init} restarts (scikit-learn's default is 10 too); "
                           "acc/nmi are of the lowest-inertia restart"}
     ours = _in_child(sparse_ours, n=n, k=k, gamma=gamma, n_init=n_init)
     out.update({f"ours_{key}": v for key, v in ours.items()})
-    sk = _in_child(sparse_sklearn, timeout=sklearn_timeout, n=n, k=k)
+    sk = _in_child(sparse_sklearn, timeout=sklearn_timeout, n=n, k=k, eigen_solver=sklearn_eigen_solver)
     out["sklearn_n"], out["sklearn_timed_out_full"] = n, sk is None
     if sk is None:
         m = min(n, sklearn_subset)
         out["sklearn_n"], out["sklearn_note"] = m, (f"scikit-learn did not finish n={n} within "
                                                     f"{sklearn_timeout:.0f} s; both run on the first {m} points")
-        sk = _in_child(sparse_sklearn, timeout=sklearn_timeout, n=m, k=k) or {"error": "timed out on subset too"}
+        sk = (_in_child(sparse_sklearn, timeout=sklearn_timeout, n=m, k=k, eigen_solver=sklearn_eigen_solver)
+              or {"error": "timed out on subset too"})
         sub = _in_child(sparse_ours, n=m, k=k, gamma=gamma, n_init=n_init)
         out.update({f"ours_subset_{key}": v for key, v in sub.items()})
     out.update({f"sklearn_{key}": v for key, v in sk.items()})
