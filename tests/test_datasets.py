@@ -555,3 +555,19 @@ def test_real_Z_matches_gzip(root):
     want = subprocess.run(["gzip", "-dc", path], capture_output=True, check=True).stdout
     with readers.open_binary(path) as f:
         assert f.read() == want
+
+
+@pytest.mark.realdata
+def test_real_shuttle_libsvm_is_svm_scale_of_the_test_set(root):
+    # reference: svm-scale -l -1 -u 1 with the training set's ranges, written with %g
+    import gzip
+
+    train = np.loadtxt(subprocess.run(["gzip", "-dc", root / "shuttle" / "shuttle.trn.Z"], capture_output=True,
+                                      check=True).stdout.decode().splitlines())[:, :9]
+    test = np.loadtxt(gzip.open(root / "shuttle" / "shuttle.tst.gz"))
+    lo, hi = train.min(axis=0), train.max(axis=0)
+    want = np.vectorize(lambda v: float(f"{v:g}"))(-1 + 2 * (test[:, :9] - lo) / (hi - lo))
+    X, y = collect(open_dataset("shuttle-libsvm", root), 4000)
+    np.testing.assert_array_equal(X, want.astype(np.float32))
+    np.testing.assert_array_equal(y, test[:, 9].astype(int) - 1)
+    np.testing.assert_array_equal(np.bincount(y), [11478, 13, 39, 2155, 809, 4, 2])  # LibSVM's counts

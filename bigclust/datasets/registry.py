@@ -45,7 +45,7 @@ class _Spec:
 
 
 def _s(name, n, d, k, kind, files, desc, **kw):
-    opts = {o: kw.pop(o) for o in ("label_column", "n_fields", "splits", "min_docs") if o in kw}
+    opts = {o: kw.pop(o) for o in ("label_column", "n_fields", "splits", "min_docs", "scale_to") if o in kw}
     if "keep" in kw:
         kw["keep"] = tuple(kw["keep"])
     return _Spec(DatasetInfo(name, desc, n, d, k, kind in ("news20", "reuters"), tuple(files)),
@@ -76,6 +76,7 @@ _TABLE = [
     _s("satimage-all", 6435,  36,  6,  "ws",      _SAT,          "UCI Statlog Landsat, training then test", classes=tuple("123457"), **_UCI),
     _s("shuttle",     14500,  9,   7,  "ws",      _SHUTTLE[1:],  "UCI Statlog shuttle, test set (paper 000)", classes=tuple("1234567"), **_UCI),
     _s("shuttle-all", 58000,  9,   7,  "ws",      _SHUTTLE,      "UCI Statlog shuttle, training then test", classes=tuple("1234567"), **_UCI),
+    _s("shuttle-libsvm", 14500, 9, 7,  "ws",      _SHUTTLE,      "LibSVM shuttle.scale.t rebuilt: the test set, each attribute mapped onto [-1, 1] by the training set's range (paper 000)", classes=tuple("1234567"), scale_to=(-1.0, 1.0), **_UCI),
     _s("vehicle",     846,    18,  4,  "svmlight", ("vehicle/vehicle.scale.gz",), "Statlog vehicle silhouettes, LibSVM scaled (paper 000)", classes=tuple("1234")),
     _s("news20",      7515,   -1,  20, "news20",  _NEWS,         "20 Newsgroups bydate test split (7532 docs, 17 empty dropped), term counts; stands in for paper 000's LibSVM NEWS20", splits=("test",)),
     _s("news20-all",  18809,  -1,  20, "news20",  _NEWS,         "20 Newsgroups bydate, training then test (18846 docs, 37 empty dropped), term counts", splits=("train", "test")),
@@ -152,11 +153,16 @@ def _raw_blocks(spec: _Spec, paths, hint):
         for images, labels in zip(paths[::2], paths[1::2]):
             yield from idx_blocks(images, labels, classes, block_rows)
     elif spec.kind in ("csv", "ws"):
-        for p in paths:
-            yield from iter_table(p, sep="," if spec.kind == "csv" else None,
-                                  label_column=spec.opts["label_column"], classes=classes,
-                                  n_fields=spec.opts["n_fields"] if "n_fields" in spec.opts
-                                  else spec.info.n_features + 1, block_rows=block_rows)
+        def table(p):
+            return iter_table(p, sep="," if spec.kind == "csv" else None,
+                              label_column=spec.opts["label_column"], classes=classes,
+                              n_fields=spec.opts["n_fields"] if "n_fields" in spec.opts
+                              else spec.info.n_features + 1, block_rows=block_rows)
+        if "scale_to" in spec.opts:
+            yield from _svm_scaled(table(paths[0]), [table(p) for p in paths[1:]], *spec.opts["scale_to"])
+        else:
+            for p in paths:
+                yield from table(p)
     else:
         if spec.kind == "svmlight":
             X, keys = read_svmlight(paths[0], n_features=spec.info.n_features)
@@ -168,6 +174,25 @@ def _raw_blocks(spec: _Spec, paths, hint):
             raise DataError(f"{paths[0]}: label {unknown[0]!r} is not one of the classes "
                             f"{', '.join(spec.classes)}")
         yield X, np.array([classes[k] for k in keys], np.int64)
+
+
+def _svm_scaled(train_blocks, test_tables, lower, upper):
+    """The test rows scaled as LibSVM's ``svm-scale -l lower -u upper -r <training ranges>``.
+
+    Each attribute maps linearly from the training set's [min, max] onto
+    [lower, upper] (test values outside that range go past it); constant
+    attributes become 0; values are rounded to ``%g`` (6 significant
+    digits), which is what svm-scale writes.
+    """
+    lo = hi = None
+    for X, _ in train_blocks:
+        bmin, bmax = X.min(axis=0).astype(np.float64), X.max(axis=0).astype(np.float64)
+        lo, hi = (bmin, bmax) if lo is None else (np.minimum(lo, bmin), np.maximum(hi, bmax))
+    span = np.where(hi > lo, hi - lo, 1.0)
+    for blocks in test_tables:
+        for X, y in blocks:
+            Z = np.where(hi > lo, lower + (upper - lower) * (X.astype(np.float64) - lo) / span, 0.0)
+            yield np.array([float(f"{v:g}") for v in Z.ravel()]).reshape(Z.shape).astype(np.float32), y
 
 
 def _selected(spec: _Spec, paths, hint):
