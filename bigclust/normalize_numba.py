@@ -446,3 +446,14 @@ def half_sqdist_rows(A, B, out):
             t = np.float64(A[i, j]) - np.float64(B[i, j])
             s += t * t
         out[i] = 0.5 * s
+
+
+@njit(nogil=True, fastmath=_SUM)
+def half_sqdist_rows_serial(A, B, out):
+    """:func:`half_sqdist_rows` without ``prange``, for use inside Dask blocks."""
+    for i in range(A.shape[0]):
+        s = 0.0
+        for j in range(A.shape[1]):
+            t = np.float64(A[i, j]) - np.float64(B[i, j])
+            s += t * t
+        out[i] = 0.5 * s

@@ -260,8 +260,16 @@ class Runner:
         shown = {"gammas": gammas, "lam": mp["lam"], "mbbs_outer": mp["mbbs_outer"]}
         e_params = {"in": aff_keys, "method": "mbbs", "lam": mp["lam"], "mbbs_outer": mp["mbbs_outer"],
                     "k": ncomp, "eigensolver": emb["eigensolver"]}
-        emb_key = self._stage("embed", e_params, stages.embed_multi, aff_keys, {**mp, **emb}, ncomp, y,
-                              self.cfg.max_memory, cl["seed"], describe=f"mbbs {_fmt(shown)}", submit=True)
+        node = self.store.open("affinity", aff_keys[0])["K"]
+        if node.attrs.get("format") != "csr" and stages.mbbs_out_of_core(n, len(aff_keys), self.cfg.max_memory):
+            # kernels stay in zarr; the G-step is Alg. 1 streamed (its passes go to the cluster if there is one)
+            e_params["n_iter"] = mp["n_iter"]
+            emb_key = self._stage("embed", e_params, stages.embed_multi, aff_keys, {**mp, **emb}, ncomp, y,
+                                  self.cfg.max_memory, cl["seed"], self.client,
+                                  describe=f"mbbs {_fmt(shown)} (out of core)")
+        else:
+            emb_key = self._stage("embed", e_params, stages.embed_multi, aff_keys, {**mp, **emb}, ncomp, y,
+                                  self.cfg.max_memory, cl["seed"], describe=f"mbbs {_fmt(shown)}", submit=True)
         cl_params = {key: cl[key] for key in ("n_init", "max_iter", "algorithm", "seed")}
         c_key = self._stage("cluster", {"in": emb_key, "src": "embed", "k": k, **cl_params}, stages.cluster,
                             "embed", emb_key, "E", cl, k, describe=f"mbbs k={k}", submit=True)

@@ -156,8 +156,9 @@ def affinity(store_path, key, attrs, in_key, params, seed, max_memory=None):
             K = knn_kernel(X, params["n_neighbors"], params["gamma"], random_state=seed, dtype=dtype)
             write_csr(g, "K", K)
         else:
-            # row blocks small enough that the out-of-core passes can hold a few of them
-            block_bytes = 64 << 20 if max_memory is None else int(min(64 << 20, max(1, max_memory // 4)))
+            # row chunks small enough that the out-of-core passes can hold the blocks they need at once
+            # (three for BBS/SK, five for MBBS: plan_rows' n_buffers)
+            block_bytes = 64 << 20 if max_memory is None else int(min(64 << 20, max(1, max_memory // 6)))
             K = dense_kernel(X, params["kind"], params["gamma"], dtype=dtype, block_bytes=block_bytes)
             write_dense(g, "K", K, chunk_rows=K.chunks[0][0], compress=False)
 
@@ -197,13 +198,12 @@ def embed_ooc(store_path, key, attrs, aff_key, method, params, k, y, max_memory,
     K stays in zarr; SK and BBS (the paper's alternating Alg. 1) write their
     iterate into a scratch array of this stage, the spectral step runs ARPACK
     on an operator that streams that array, and the scratch array is deleted
-    before the stage is committed (it is n x n, like K).  Memory is a few row
-    blocks whatever n.  With a distributed ``client`` the block passes run as
-    tasks on the cluster.
+    before the stage is committed (it is n x n, like K).  Ncut (also iterated)
+    only scales K: ``diag(d) K diag(d)`` is applied as an operator and never
+    written.  Memory is a few row blocks whatever n.  With a distributed
+    ``client`` the block passes run as tasks on the cluster.
     """
-    from .normalize import quality_from_sums, quality_partial
-    from .normalize_ooc import bbs_blocked, blocked_matvec_operator, create_like, plan_rows, sinkhorn_blocked
-    from .spectral import embed as spectral_embed
+    from .normalize_ooc import bbs_blocked, blocked_matvec_operator, create_like, sinkhorn_blocked
 
     store = Store(store_path)
     K = store.open("affinity", aff_key)["K"]
@@ -212,10 +212,9 @@ def embed_ooc(store_path, key, attrs, aff_key, method, params, k, y, max_memory,
         raise UserError(f"out-of-core BBS (n={n} does not fit [store] max_memory) supports solver = "
                         f"\"alternating\" only, not {params['solver']!r}; raise max_memory or use kind = \"knn\"")
     tol = params["tol"] or None
-    history, info = [], None
     with store.write("embed", key, attrs) as g:
         t0 = time.perf_counter()
-        scale = None
+        P, scale, info = K, None, None
         if method == "sk":
             P = create_like(K, g, "P_scratch")
             info = sinkhorn_blocked(K, P, n_iter=params["n_iter"], tol=tol, max_memory=max_memory, client=client)
@@ -224,49 +223,63 @@ def embed_ooc(store_path, key, attrs, aff_key, method, params, k, y, max_memory,
             info = bbs_blocked(K, P, n_iter=params["n_iter"], tol=tol, max_memory=max_memory,
                                y=y if params["record_every"] else None, record_every=params["record_every"],
                                client=client)
-            history = info.history
-        else:
-            P = K
-            if method == "ncut":  # D^-1/2 K D^-1/2 as a scaled operator; K is not rewritten
-                if params["ncut_iter"] != 1:
-                    raise UserError("out-of-core Ncut supports ncut_iter = 1 only")
-                deg = blocked_matvec_operator(K, max_memory=max_memory) @ np.ones(n)
-                if np.any(deg <= 0):
-                    raise DataError(f"K has a row with non-positive sum (row {int(np.argmin(deg))}); Ncut needs D > 0")
-                scale = 1.0 / np.sqrt(deg)
-        t_norm = time.perf_counter() - t0
-        op = blocked_matvec_operator(P, max_memory=max_memory)
-        if scale is not None:
-            from scipy.sparse.linalg import LinearOperator
-            base = op
-            op = LinearOperator((n, n), matvec=lambda v: scale * (base @ (scale * np.ravel(v))), dtype=np.float64)
-        E = spectral_embed(op, k, solver="eigsh", random_state=seed)
-        mb = mc = float("nan")
-        if y is not None:  # one more streaming pass for MB and MC
-            rows = plan_rows(n, 8, max_memory, n_buffers=2)
-            rs, rc = np.empty(n), np.empty(n)
-            for r0 in range(0, n, rows):
-                blk = np.asarray(P[r0:r0 + rows], dtype=np.float64)
-                if scale is not None:
-                    blk *= scale[r0:r0 + blk.shape[0], None] * scale[None, :]
-                rs[r0:r0 + blk.shape[0]], rc[r0:r0 + blk.shape[0]] = quality_partial(blk, y, r0)
-            mb, mc = quality_from_sums(rs, rc)
-        if P is not K:
-            del g["P_scratch"]
-        write_dense(g, "E", E)
-        g.attrs.update({"normalize_seconds": t_norm, "MB": float(mb), "MC": float(mc), "out_of_core": True,
-                        "norm_n_iter": int(info.n_iter) if info else 0,
-                        "norm_converged": bool(info.converged) if info else True,
-                        "row_err": float(info.row_err) if info else float(np.abs(rs - 1).max()) if y is not None
-                        else float("nan"),
-                        "history": [list(map(float, h)) for h in history]})
+        elif method == "ncut" and params["ncut_iter"] == 1:  # D^-1/2 K D^-1/2; K may have negative entries
+            deg = blocked_matvec_operator(K, max_memory=max_memory) @ np.ones(n)
+            if np.any(deg <= 0):
+                raise DataError(f"K has a row with non-positive sum (row {int(np.argmin(deg))}); Ncut needs D > 0")
+            scale = 1.0 / np.sqrt(deg)
+        elif method == "ncut":  # iterated Ncut is the symmetric Sinkhorn iteration from d = 1
+            info = sinkhorn_blocked(K, None, n_iter=params["ncut_iter"], max_memory=max_memory, client=client)
+            scale = info.mu
+        _embed_streamed(g, P, scale, info, time.perf_counter() - t0, k, y, max_memory, seed)
 
 
-def embed_multi(store_path, key, attrs, aff_keys, params, k, y, max_memory, seed):
+def _embed_streamed(g, P, scale, info, t_norm, k, y, max_memory, seed, **extra):
+    """Eigenvectors of the zarr ``P`` (times ``diag(scale)`` on both sides) by streaming, MB/MC, and the stage.
+
+    Deletes the scratch arrays (``*_scratch``) of the stage group ``g`` before
+    writing E, so that nothing n x n is committed.
+    """
+    from scipy.sparse.linalg import LinearOperator
+
+    from .normalize import quality_from_sums, quality_partial
+    from .normalize_ooc import blocked_matvec_operator, plan_rows
+    from .spectral import embed as spectral_embed
+
+    n = P.shape[0]
+    op = blocked_matvec_operator(P, max_memory=max_memory)
+    if scale is not None:
+        base = op
+        op = LinearOperator((n, n), matvec=lambda v: scale * (base @ (scale * np.ravel(v))), dtype=np.float64)
+    E = spectral_embed(op, k, solver="eigsh", random_state=seed)
+    mb = mc = float("nan")
+    if y is not None:  # one more streaming pass for MB and MC
+        rows = plan_rows(n, 8, max_memory, n_buffers=2)
+        rs, rc = np.empty(n), np.empty(n)
+        for r0 in range(0, n, rows):
+            blk = np.asarray(P[r0:r0 + rows], dtype=np.float64)
+            if scale is not None:
+                blk *= scale[r0:r0 + blk.shape[0], None] * scale[None, :]
+            rs[r0:r0 + blk.shape[0]], rc[r0:r0 + blk.shape[0]] = quality_partial(blk, y, r0)
+        mb, mc = quality_from_sums(rs, rc)
+    for name in [a for a in g.array_keys() if a.endswith("_scratch")]:
+        del g[name]
+    write_dense(g, "E", E)
+    row_err = info.row_err if info and info.row_err == info.row_err else (
+        float(np.abs(rs - 1).max()) if y is not None else float("nan"))
+    g.attrs.update({"normalize_seconds": t_norm, "MB": float(mb), "MC": float(mc), "out_of_core": True,
+                    "norm_n_iter": int(info.n_iter) if info else 0,
+                    "norm_converged": bool(info.converged) if info else True, "row_err": float(row_err),
+                    "history": [list(map(float, h)) for h in (info.history if info else [])], **extra})
+
+
+def embed_multi(store_path, key, attrs, aff_keys, params, k, y, max_memory, seed, client=None):
     """MBBS (paper 000 section V) over several kernels, then the spectral embedding.
 
     The kernels are the affinities of a γ sweep; their learnt weights
-    ``alpha`` are kept as an attribute.
+    ``alpha`` are kept as an attribute.  In memory the G-step is the exact
+    dual BBS; when the m dense kernels do not fit ``max_memory`` they stay in
+    zarr and the G-step is the paper's Alg. 1 out of core (``n_iter`` passes).
     """
     from .normalize import mbbs
 
@@ -274,12 +287,9 @@ def embed_multi(store_path, key, attrs, aff_keys, params, k, y, max_memory, seed
     groups = [store.open("affinity", a) for a in aff_keys]
     if any(is_sparse(g, "K") for g in groups) and not all(is_sparse(g, "K") for g in groups):
         raise UserError("MBBS needs kernels that are all dense or all sparse")
-    if not is_sparse(groups[0], "K"):
-        n = groups[0]["K"].shape[0]
-        need = (len(groups) + 2) * n * n * 8
-        if need > max_memory:
-            raise UserError(f"MBBS on {len(groups)} dense kernels of n={n} needs {need / 1e9:.1f} GB > "
-                            "[store] max_memory")
+    if not is_sparse(groups[0], "K") and mbbs_out_of_core(groups[0]["K"].shape[0], len(groups), max_memory):
+        return _embed_multi_ooc(store, key, attrs, [g["K"] for g in groups], params, k, y, max_memory, seed,
+                                    client)
     Ks = [read_matrix(g, "K") for g in groups]
     Ks = [K.astype(np.float64) for K in Ks]
     t0 = time.perf_counter()
@@ -287,6 +297,24 @@ def embed_multi(store_path, key, attrs, aff_keys, params, k, y, max_memory, seed
                    n_iter=100, tol=1e-6, return_info=True)
     _embed_and_write(store, key, attrs, P, info, time.perf_counter() - t0, k, y, params, seed,
                      alpha=[float(a) for a in info.alpha])
+
+
+def mbbs_out_of_core(n, m, max_memory) -> bool:
+    """Whether in-memory MBBS on m dense n x n kernels (and their sum and G, float64) exceeds ``max_memory``."""
+    return (m + 2) * n * n * 8 > max_memory
+
+
+def _embed_multi_ooc(store, key, attrs, Ks, params, k, y, max_memory, seed, client):
+    from .normalize_ooc import create_like, mbbs_blocked
+
+    with store.write("embed", key, attrs) as g:
+        t0 = time.perf_counter()
+        G = create_like(Ks[0], g, "G_scratch", np.float64)
+        info = mbbs_blocked(Ks, G, create_like(Ks[0], g, "Kbar_scratch", np.float64), lam=params["lam"],
+                            n_outer=params["mbbs_outer"], n_iter=params["n_iter"], max_memory=max_memory,
+                            client=client)
+        _embed_streamed(g, G, None, info, time.perf_counter() - t0, k, y, max_memory, seed,
+                        alpha=[float(a) for a in info.alpha], mbbs_solver="alternating-ooc")
 
 
 def _embed_and_write(store, key, attrs, P, info, t_norm, k, y, params, seed, **extra):

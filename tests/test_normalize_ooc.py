@@ -8,9 +8,9 @@ import zarr
 from scipy.sparse.linalg import eigsh
 
 from bigclust.errors import DataError, UserError
-from bigclust.normalize import NormalizeConvergenceWarning, bbs, sinkhorn
-from bigclust.normalize_ooc import (bbs_blocked, blocked_matvec_operator, create_like, plan_rows, row_blocks,
-                                    sinkhorn_blocked)
+from bigclust.normalize import NormalizeConvergenceWarning, bbs, mbbs, ncut, sinkhorn
+from bigclust.normalize_ooc import (bbs_blocked, blocked_matvec_operator, create_like, mbbs_blocked, plan_rows,
+                                    row_blocks, sinkhorn_blocked)
 
 N = 61  # prime: no block size divides it
 
@@ -158,12 +158,71 @@ def test_sinkhorn_blocked_equals_in_memory(tmp_path, chunk_rows, rows):
     np.testing.assert_allclose(info.mu, ref_info.mu, rtol=1e-13)
 
 
+@pytest.mark.parametrize("n_iter", [1, 2, 7])
+def test_scaling_only_is_iterated_ncut(tmp_path, n_iter):
+    # iterated Ncut = symmetric Sinkhorn from d = 1 (Zass-Shashua); without P_out only d is computed
+    K, _ = _kernel()
+    g, Kz = _zarr(tmp_path, K, 4)
+    info = sinkhorn_blocked(Kz, None, n_iter=n_iter, max_memory=_budget(9))
+    P, ref = ncut(K, n_iter=n_iter, return_info=True)
+    np.testing.assert_array_equal(info.mu, ref.mu)
+    np.testing.assert_allclose(info.mu[:, None] * K * info.mu[None, :], P, rtol=1e-14)
+    assert info.row_err == pytest.approx(float(np.abs(P.sum(axis=1) - 1).max()), abs=1e-13)
+    assert "P_out" not in g
+
+
 def test_sinkhorn_blocked_needs_nonnegative_k(tmp_path):
     K, _ = _kernel()
     K[10, 11] = K[11, 10] = -0.1
     g, Kz = _zarr(tmp_path, K, 7)
     with pytest.raises(DataError, match="negative"):
         sinkhorn_blocked(Kz, create_like(Kz, g, "P"), n_iter=3, max_memory=_budget(7))
+
+
+# -- MBBS -----------------------------------------------------------------------------------------
+
+
+def _kernels3(n=N):
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(c, 0.5, (n // 3 + 1, 4)) for c in (0.0, 2.0, 4.0)])[:n]
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    return [np.exp(-D / gamma) for gamma in (0.5, 1.0, 2.0)]
+
+
+def _zarr_kernels(tmp_path, Ks, chunk_rows):
+    g = zarr.open_group(str(tmp_path / f"m{chunk_rows}.zarr"), mode="a")
+    Kz = []
+    for i, K in enumerate(Ks):
+        A = g.create_array(f"K{i}", shape=K.shape, chunks=(chunk_rows, K.shape[1]), dtype=K.dtype, compressors=None)
+        A[...] = K
+        Kz.append(A)
+    return g, Kz
+
+
+@pytest.mark.parametrize("chunk_rows,rows", [(1, 2), (4, 9), (61, 61)])
+def test_mbbs_blocked_equals_in_memory(tmp_path, chunk_rows, rows):
+    Ks = _kernels3()
+    g, Kz = _zarr_kernels(tmp_path, Ks, chunk_rows)
+    G, Kbar = create_like(Kz[0], g, "G"), create_like(Kz[0], g, "Kbar")
+    info = mbbs_blocked(Kz, G, Kbar, lam=300.0, n_outer=10, n_iter=30, tol=1e-9, max_memory=5 * rows * N * 8)
+    ref, ref_info = mbbs(Ks, lam=300.0, n_outer=10, solver="alternating", n_iter=30, tol=1e-9, return_info=True)
+    assert 0.05 < ref_info.alpha.min() < ref_info.alpha.max() < 0.95  # weights that are not one-hot
+    np.testing.assert_array_equal(G[...], ref)
+    np.testing.assert_array_equal(info.alpha, ref_info.alpha)
+    assert info.objective_history == ref_info.objective_history and info.n_iter == ref_info.n_iter
+    assert info.method == "mbbs/alternating-ooc" and info.converged
+
+
+def test_mbbs_blocked_checks_input(tmp_path):
+    Ks = _kernels3()
+    g, Kz = _zarr_kernels(tmp_path, Ks, 8)
+    G, Kbar = create_like(Kz[0], g, "G"), create_like(Kz[0], g, "Kbar", np.float32)
+    with pytest.raises(UserError, match="Kbar must be float64"):
+        mbbs_blocked(Kz, G, Kbar, max_memory="1MB")
+    with pytest.raises(UserError, match="lam must be a positive"):
+        mbbs_blocked(Kz, G, G, lam=0, max_memory="1MB")
+    with pytest.raises(UserError, match="non-empty list"):
+        mbbs_blocked([], G, G, max_memory="1MB")
 
 
 # -- the same on a dask.distributed cluster -------------------------------------------------------
@@ -178,10 +237,17 @@ def test_blocked_on_local_cluster_equals_in_process(tmp_path):
     mem = _budget(12)  # 6 blocks of 10 rows and one of 1
     i_loc = bbs_blocked(Kz, G_loc, n_iter=12, max_memory=mem, y=y, record_every=4)
     s_loc = sinkhorn_blocked(Kz, P_loc, n_iter=12, max_memory=mem)
+    gm, Ksz = _zarr_kernels(tmp_path, _kernels3(), 5)
+    M_loc, M_dist, Kbar = (create_like(Ksz[0], gm, name) for name in ("M_loc", "M_dist", "Kbar"))
+    m_loc = mbbs_blocked(Ksz, M_loc, Kbar, lam=100.0, n_outer=3, n_iter=5, max_memory=5 * 12 * N * 8)
     with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         i_dist = bbs_blocked(Kz, G_dist, n_iter=12, max_memory=mem, y=y, record_every=4, client=client)
         s_dist = sinkhorn_blocked(Kz, P_dist, n_iter=12, max_memory=mem, client=client)
+        m_dist = mbbs_blocked(Ksz, M_dist, Kbar, lam=100.0, n_outer=3, n_iter=5, max_memory=5 * 12 * N * 8,
+                              client=client)
+    np.testing.assert_array_equal(M_dist[...], M_loc[...])
+    np.testing.assert_array_equal(m_dist.alpha, m_loc.alpha)
     np.testing.assert_array_equal(G_dist[...], G_loc[...])  # same kernels row by row: bit for bit
     np.testing.assert_allclose(G_dist[...], bbs(K, "alternating", n_iter=12), rtol=0, atol=1e-12)
     assert len(i_dist.history) == 3

@@ -231,3 +231,34 @@ def test_out_of_core_path_equals_in_memory(tmp_path, make_config):
     bad = _with(ooc_cfg, "n_iter = 30", 'n_iter = 30\nsolver = "dual"')
     with pytest.raises(UserError, match="supports solver"):
         run(bad, out=str(tmp_path / "o_bad"))
+
+
+def test_out_of_core_iterated_ncut_and_mbbs(tmp_path, make_config):
+    from bigclust.normalize import mbbs
+
+    X, y = blobs(n=400, k=3, d=5, seed=4, sep=3.0)
+    p = tmp_path / "d.npz"
+    np.savez(p, X=X, y=y)
+    body = lambda cfg: _with(_with(cfg, 'names = ["kmeans", "ra", "ncut"]',
+                                   'names = ["ncut", "mbbs"]\nncut_iter = 3\nn_iter = 20\nlam = 30000.0\nmbbs_outer = 4'),
+                             "gamma = 1.0", "gamma = [1.0, 4.0]")
+    mem = run(body(make_config(p)), out=str(tmp_path / "o_mem"))
+    ooc_cfg = _with(body(make_config(p, name="ooc.toml")), 'path = "store.zarr"',
+                    'path = "store_ooc.zarr"\nmax_memory = "1MB"')
+    ooc = run(ooc_cfg, out=str(tmp_path / "o_ooc"))
+    s = Store(tmp_path / "store_ooc.zarr")
+    assert all(s.open("embed", k).attrs["out_of_core"] for k in s.stage_keys("embed"))
+    assert not list((tmp_path / "store_ooc.zarr" / "stages" / "embed").glob("*/*_scratch"))
+    ncut_mem = [r for r in mem if r["method"] == "ncut"]
+    ncut_ooc = [r for r in ooc if r["method"] == "ncut"]
+    assert len(ncut_ooc) == 2
+    for a, b in zip(ncut_mem, ncut_ooc):  # iterated Ncut streamed = in memory
+        assert a["MB"] == pytest.approx(b["MB"], rel=1e-9) and a["MC"] == pytest.approx(b["MC"], rel=1e-9)
+        assert a["acc_avg"] == pytest.approx(b["acc_avg"], abs=1e-9)
+    # out of core MBBS is the alternating-G-step MBBS of the two stored kernels, weights bit for bit
+    (rec,) = [r for r in ooc if r["method"] == "mbbs"]
+    Ks = [np.asarray(s.open("affinity", k)["K"][...], dtype=np.float64) for k in s.stage_keys("affinity")]
+    Ks.sort(key=lambda K: K.sum())  # γ = 1 has the smaller entries
+    _, info = mbbs(Ks, lam=30000.0, n_outer=4, solver="alternating", n_iter=20, return_info=True)
+    assert rec["alpha"] == [float(a) for a in info.alpha] and 0 < min(rec["alpha"])
+    assert rec["acc_avg"] > 0.9

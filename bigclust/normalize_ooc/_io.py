@@ -1,25 +1,7 @@
-"""Out-of-core normalisation: K and G live in zarr, every iteration streams row blocks.
+"""Streaming row blocks of zarr arrays: planning, direct chunk I/O, the block loop and its runners.
 
-When ``n^2`` entries do not fit ``max_memory``, K (read only) and the iterate
-(G for BBS, P for Sinkhorn) are zarr arrays chunked by rows.  Each iteration
-reads every row block once, runs the in-memory solver's Numba kernel on it and
-(for BBS) writes it back; only length-``n`` vectors persist between blocks, so
-memory is a few blocks whatever ``n`` (:func:`plan_rows`, DESIGN.md 3.7).
-
-The results equal the in-memory ones bit for bit: every kernel works row by
-row from the *full* vectors (``r`` and ``S`` for BBS, ``d`` for Sinkhorn), so
-a row's values do not depend on its block, and the small state is reduced on
-the driver as in memory.  Alg. 1's affine step needs the row sums of the whole
-*previous* G; they are collected in the pass that writes the new G, so an
-iteration is exactly one read and one write of G.
-
-With ``client=None`` the blocks run in turn in this process with the ``prange``
-kernels, a reader thread prefetching the next block and a writer thread writing
-the previous one.  With a ``dask.distributed`` client there is one task per row
-block per pass: it reads its block from the (shared) store, runs the serial
-``nogil`` kernel, writes its rows back and returns its row sums.  Either way
-blocks are whole chunks of the written array, so no two writers share a chunk
-(one level of parallelism, DESIGN.md 3.3).
+Blocks are whole chunks of the written array, so no two writers share a chunk;
+see the package docstring for the in-process and distributed runners.
 """
 from __future__ import annotations
 
@@ -30,17 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DataError, UserError
-from .normalize import NormalizeConvergenceWarning, NormalizeInfo
+from ..errors import DataError, UserError
+from ..normalize import NormalizeConvergenceWarning
 
 #: rows sampled (evenly spaced) for the streaming symmetry check
 N_SYMMETRY_ROWS = 16
-
-
-def _nb():
-    from . import normalize_numba
-
-    return normalize_numba
 
 
 # -- planning ------------------------------------------------------------------------
@@ -115,11 +91,14 @@ def create_like(K, group, name, dtype=None):
 
 
 def _check(K, out, what, client):
-    for A, name in ((K, "K"), (out, what)):
+    """K (and ``out`` unless None) square 2-D zarr arrays; ``out`` another float array a cluster can reach."""
+    for A, name in ((K, "K"), (out, what)) if out is not None else ((K, "K"),):
         if not (hasattr(A, "chunks") and hasattr(A, "shape")) or len(A.shape) != 2 or A.shape[0] != A.shape[1] \
                 or A.shape[0] == 0:
             raise DataError(f"{name} must be a non-empty square 2-D zarr array, got {type(A).__name__} "
                             f"of shape {getattr(A, 'shape', None)}")
+    if out is None:
+        return
     if out.shape != K.shape:
         raise DataError(f"{what} has shape {out.shape}, K has {K.shape}")
     if np.dtype(out.dtype) not in (np.float32, np.float64):
@@ -304,51 +283,7 @@ def _not_converged(what, t, err, tol):
                   NormalizeConvergenceWarning, stacklevel=3)
 
 
-# -- block kernels and the two runners ------------------------------------------------------
-#
-# A block kernel ``fn(blk, row0, serial, *args) -> (result, to_write)`` works on
-# one row block already in memory; it is module level so that Dask can pickle
-# it.  ``serial`` picks the nogil kernel inside Dask tasks and the prange one
-# in-process (one level of parallelism).
-
-
-def _k_bbs_scan(blk, r0, serial, idx):
-    rs = blk.sum(axis=1, dtype=np.float64)  # what the in-memory solver starts from
-    return (rs, _scan_part(blk, r0, idx, False, "BBS", rs)), blk
-
-
-def _k_bbs_alt(blk, r0, serial, r, S, codes):
-    nb, b = _nb(), blk.shape[0]
-    out = np.empty(b)
-    (nb.bbs_alt_pass_serial if serial else nb.bbs_alt_pass)(blk, r, S, r0, out)
-    rc = None
-    if codes is not None:  # same-class sums of the new rows, for MC (no extra I/O)
-        rc, rs = np.empty(b), np.empty(b)
-        (nb.quality_block_serial if serial else nb.quality_block)(blk, codes, r0, rs, rc)
-    return (out, rc), blk
-
-
-def _k_sk_matvec(blk, r0, serial, d):
-    out = np.empty(blk.shape[0])
-    (_nb().sk_matvec_block_serial if serial else _nb().sk_matvec_block)(blk, d, out)
-    return out, None
-
-
-def _k_sk_scan(blk, r0, serial, idx):
-    Kd = _k_sk_matvec(blk, r0, serial, np.ones(blk.shape[1]))[0]  # K d for d = 1, as in memory
-    return (Kd, _scan_part(blk, r0, idx, True, "Sinkhorn scaling", Kd)), None
-
-
-def _k_sk_form(blk, r0, serial, d, dtype):
-    if serial:
-        # normalize_numba.sk_form has no serial twin; these are its operations,
-        # ((d_i K_ij) d_j) in float64 then one rounding, so the values agree bit for bit
-        P = ((d[r0:r0 + blk.shape[0], None] * blk) * d[None, :]).astype(dtype, copy=False)
-        return P.sum(axis=1, dtype=np.float64), P
-    P = blk if blk.dtype == dtype else np.empty(blk.shape, dtype=dtype)  # sk_form may work in place
-    out = np.empty(blk.shape[0])
-    _nb().sk_form(blk, d, d, r0, P, out)
-    return out, P
+# -- the two runners ---------------------------------------------------------------------
 
 
 def _task(fn, src, dtype, dst, r0, r1, *args):
@@ -382,196 +317,3 @@ def _run(client, ring, blocks, fn, src, dtype, dst, *args):
     return results
 
 
-# -- BBS (paper 000, Alg. 1) --------------------------------------------------------------
-
-
-def bbs_blocked(K, G, *, n_iter=1000, tol=None, max_memory, y=None, record_every=0, client=None,
-                callback=None):
-    """Alg. 1 (alternating projection) of Euclidean BBS with K and G in zarr.
-
-    Each iteration reads every row block of G, applies
-    ``G <- max(G + (1 + S/n)/n 11^T - (r 1^T + 1 r^T)/n, 0)`` with the row sums
-    ``r`` and total ``S`` of the *previous* G, writes the block back and
-    collects its new row sums.  The first iteration reads K instead of G (no
-    copy of K).  G then equals the in-memory ``bbs(K, "alternating", n_iter,
-    tol)`` bit for bit, for an exactly symmetric K (that solver symmetrises a
-    K with round-off asymmetry first, which needs column blocks here).
-
-    Parameters
-    ----------
-    K : zarr.Array, shape (n, n)
-        Symmetric, finite kernel, chunked by rows (like G, so that no chunk is
-        read twice).  Read only.
-    G : zarr.Array, shape (n, n), float32 or float64
-        Output, e.g. :func:`create_like`; its dtype is the iterate's storage
-        type.  Blocks are whole chunks of G: chunk it in rows that fit.
-    n_iter : int
-        Iterations; 0 copies K into G.
-    tol : float or None
-        Stop when ``max_i |sum_j G_ij - 1| <= tol`` (None: run all).
-    max_memory : int or str
-        Budget for the blocks in flight (``"1GB"``); with a client, each task
-        holds one block.
-    y, record_every
-        Class labels and the interval of the ``(iteration, MB, MC)`` history
-        (0: none), as in :func:`bigclust.normalize.bbs`.
-    client : distributed.Client, optional
-        One task per row block on the cluster (store on a shared file system).
-    callback : callable, optional
-        ``callback(t, row_err)`` after every iteration, and with ``t = 0``
-        after the first pass (which only reads K).
-
-    Returns
-    -------
-    NormalizeInfo
-        ``method="bbs/alternating-ooc"``; G holds the result.
-    """
-    _check(K, G, "G", client)
-    n_iter, tol, record_every = _check_args(n_iter, tol, record_every)
-    n, dt = K.shape[0], np.dtype(G.dtype)
-    codes = None if y is None else np.unique(np.ravel(y), return_inverse=True)[1].astype(np.int64)
-    if codes is not None and codes.size != n:
-        raise DataError(f"y has {codes.size} labels but K has {n} rows")
-    blocks = _blocks(G, plan_rows(n, max(dt.itemsize, np.dtype(K.dtype).itemsize), max_memory))
-    ring = [None] * 3
-    r = _first_pass(client, ring, blocks, _k_bbs_scan, K, dt, G if n_iter == 0 else None)
-    err, converged, t, history = float(np.abs(r - 1.0).max()), False, 0, []
-    if callback is not None:
-        callback(0, err)
-    r_new, rc = np.empty(n), np.empty(n)
-    for t in range(1, n_iter + 1):
-        due = record_every > 0 and t % record_every == 0
-        want_rc = due and codes is not None
-        src = K if t == 1 else G
-        parts = _run(client, ring, blocks, _k_bbs_alt, src, dt, G, r, float(r.sum()), codes if want_rc else None)
-        for (r0, r1), (rs, rcb) in zip(blocks, parts):
-            r_new[r0:r1] = rs
-            if want_rc:
-                rc[r0:r1] = rcb
-        r, r_new = r_new, r
-        err = float(np.abs(r - 1.0).max())
-        if due:
-            history.append((t, float(np.mean(np.abs(r - 1.0))),
-                            float(np.mean(np.abs(rc - 1.0))) if want_rc else float("nan")))
-        if callback is not None:
-            callback(t, err)
-        if tol is not None and err <= tol:
-            converged = True
-            break
-    if tol is not None and not converged:
-        _not_converged("BBS (alternating, out of core)", t, err, tol)
-    return NormalizeInfo(n_iter=t, converged=converged or tol is None, row_err=err, history=history,
-                         method="bbs/alternating-ooc")
-
-
-# -- Sinkhorn-Knopp (symmetric) -------------------------------------------------------------
-
-
-def sinkhorn_blocked(K, P_out, *, n_iter=1000, tol=None, max_memory, client=None):
-    """Symmetric Sinkhorn-Knopp ``d <- sqrt(d / (K d))`` streaming K, then ``P = diag(d) K diag(d)``.
-
-    Each iteration is one read of K (the row sums of the current P are
-    ``d * (K d)``); at the end P is formed block by block into ``P_out``.
-    Equals the in-memory ``sinkhorn(K, n_iter, tol)`` bit for bit.
-
-    Parameters
-    ----------
-    K : zarr.Array, shape (n, n)
-        Symmetric, finite, ``K >= 0`` with total support; read only.
-    P_out : zarr.Array, shape (n, n), float32 or float64
-        Output, chunked by rows (e.g. :func:`create_like`).
-    n_iter, tol
-        Maximum iterations; stop when the max row-sum error is ``<= tol``.
-    max_memory, client
-        As in :func:`bbs_blocked`.
-
-    Returns
-    -------
-    NormalizeInfo
-        ``method="sk/symmetric-ooc"``, ``mu`` holds ``d``; ``row_err`` is that
-        of the written P.
-    """
-    _check(K, P_out, "P_out", client)
-    n_iter, tol, _ = _check_args(n_iter, tol, 0)
-    n, kt = K.shape[0], np.dtype(K.dtype)
-    blocks = _blocks(P_out, plan_rows(n, max(kt.itemsize, np.dtype(P_out.dtype).itemsize), max_memory))
-    ring = [None] * 3
-    Kd = _first_pass(client, ring, blocks, _k_sk_scan, K, kt, None)
-    d, t, converged = np.ones(n), 0, False
-    while True:  # the loop of normalize._scaling._symmetric, step for step
-        err = float(np.abs(d * Kd - 1.0).max())
-        if tol is not None and err <= tol:
-            converged = True
-            break
-        if t == n_iter:
-            break
-        bad = ~(Kd > 0) | ~np.isfinite(Kd)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise DataError(f"Sinkhorn scaling broke down at iteration {t} (K d = {Kd[i]:.3g} in row {i}): "
-                            "K has no total support")
-        d = np.sqrt(d / Kd)
-        t += 1
-        Kd = np.concatenate(_run(client, ring, blocks, _k_sk_matvec, K, kt, None, d))
-    r = np.concatenate(_run(client, ring, blocks, _k_sk_form, K, kt, P_out, d, np.dtype(P_out.dtype)))
-    err = float(np.abs(r - 1.0).max())
-    if tol is not None and not converged:
-        _not_converged("Sinkhorn (symmetric, out of core)", t, err, tol)
-    return NormalizeInfo(n_iter=t, converged=converged or tol is None, row_err=err, method="sk/symmetric-ooc",
-                         mu=d)
-
-
-# -- spectral step out of core -----------------------------------------------------------------
-
-
-def blocked_matvec_operator(P, *, max_memory=None):
-    """A symmetric ``scipy.sparse.linalg.LinearOperator`` streaming the row blocks of a zarr P.
-
-    ``eigsh(blocked_matvec_operator(P), k, which="LA")`` computes the spectral
-    embedding with only ``n``-length vectors (and one block) in memory.
-
-    Parameters
-    ----------
-    P : zarr.Array, shape (n, n)
-        Symmetric, chunked by rows.
-    max_memory : int or str, optional
-        Budget for the block buffer and one float64 block (``matmat``);
-        default: one chunk of P per block.
-
-    Returns
-    -------
-    LinearOperator
-        float64, with attribute ``passes``: the sweeps over P so far.
-    """
-    from scipy.sparse.linalg import LinearOperator
-
-    if not (hasattr(P, "chunks") and len(P.shape) == 2 and P.shape[0] == P.shape[1] > 0):
-        raise DataError(f"P must be a non-empty square 2-D zarr array, got shape {getattr(P, 'shape', None)}")
-    n = P.shape[0]
-    dt = np.dtype(P.dtype) if np.dtype(P.dtype) in (np.float32, np.float64) else np.dtype(np.float64)
-    blocks = _blocks(P, plan_rows(n, 8, max_memory, n_buffers=2) if max_memory is not None else P.chunks[0])
-    read = _reader(P, blocks, dt)
-
-    class _BlockedOperator(LinearOperator):
-        passes, buf = 0, None
-
-        def _sweep(self, apply):
-            for i, (r0, r1) in enumerate(blocks):
-                self.buf, blk = read(i, self.buf)
-                apply(r0, r1, blk)
-            self.passes += 1
-
-        def _matvec(self, x):
-            x, y = np.ascontiguousarray(np.ravel(x), dtype=np.float64), np.empty(n)
-            self._sweep(lambda r0, r1, blk: _nb().sk_matvec_block(blk, x, y[r0:r1]))
-            return y
-
-        def _matmat(self, X):
-            X, Y = np.asarray(X, dtype=np.float64), np.empty((n, X.shape[1]))
-            self._sweep(lambda r0, r1, blk: Y.__setitem__(slice(r0, r1), blk.astype(np.float64) @ X))
-            return Y
-
-        def _adjoint(self):
-            return self  # P is symmetric
-
-    return _BlockedOperator(dtype=np.float64, shape=(n, n))
