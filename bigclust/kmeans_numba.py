@@ -104,6 +104,59 @@ def _nearest(X, i, CT, k, dbuf):
 
 
 @njit
+def _d2_draw(d2, state):
+    """A row drawn with probability proportional to ``d2`` (IN (n,)), k-means++'s D^2 sampling."""
+    n = d2.shape[0]
+    total = 0.0
+    for i in range(n):
+        total += d2[i]
+    if not total > 0.0:
+        # Every point coincides with a chosen centre (fewer distinct
+        # points than k): no D^2 mass left, fall back to a uniform draw.
+        return _next_below(state, n)
+    u = _next_double(state) * total
+    acc = 0.0
+    last_pos = -1
+    for i in range(n):
+        if d2[i] > 0.0:
+            last_pos = i
+        acc += d2[i]
+        if acc > u:
+            return i
+    return last_pos  # u rounded up to total: the last point of positive weight
+
+
+@njit
+def _farthest_donor(labels, counts, d2):
+    """The point farthest from its centre among clusters of two or more points (the re-seed donor).
+
+    ``n >= k`` guarantees one exists when a cluster is empty.
+    """
+    far = -1
+    fd = -1.0
+    for i in range(labels.shape[0]):
+        if counts[labels[i]] > 1 and d2[i] > fd:
+            fd = d2[i]
+            far = i
+    return far
+
+
+@njit
+def _update_centers(sums, counts, C, CT):
+    """Centres = cluster means (INOUT C (k, d) and its padded transpose CT); returns the summed squared shift."""
+    k, d = C.shape
+    shift = 0.0
+    for j in range(k):
+        for t in range(d):
+            c = sums[j, t] / counts[j]
+            diff = c - C[j, t]
+            shift += diff * diff
+            C[j, t] = c
+            CT[t, j] = c
+    return shift
+
+
+@njit
 def _init_one(X, k, state, method, C):
     """Initial centres of one restart into C (OUT, (k, d)), drawn with ``state``."""
     n, d = X.shape
@@ -126,27 +179,7 @@ def _init_one(X, k, state, method, C):
     for i in range(n):
         d2[i] = _sqdist(X, i, C, 0)
     for j in range(1, k):
-        total = 0.0
-        for i in range(n):
-            total += d2[i]
-        pick = -1
-        if total > 0.0:
-            u = _next_double(state) * total
-            acc = 0.0
-            last_pos = -1
-            for i in range(n):
-                if d2[i] > 0.0:
-                    last_pos = i
-                acc += d2[i]
-                if acc > u:
-                    pick = i
-                    break
-            if pick < 0:  # u rounded up to total: take the last point of positive weight
-                pick = last_pos
-        else:
-            # Every point coincides with a chosen centre (fewer distinct
-            # points than k): no D^2 mass left, fall back to a uniform draw.
-            pick = _next_below(state, n)
+        pick = _d2_draw(d2, state)
         for t in range(d):
             C[j, t] = X[pick, t]
         for i in range(n):
@@ -218,13 +251,7 @@ def _lloyd_one(X, C, max_iter, tol, labels):
         for j in range(k):
             if counts[j] > 0:
                 continue
-            # n >= k guarantees a donor cluster with two or more points.
-            far = -1
-            fd = -1.0
-            for i in range(n):
-                if counts[labels[i]] > 1 and d2[i] > fd:
-                    fd = d2[i]
-                    far = i
+            far = _farthest_donor(labels, counts, d2)
             old = labels[far]
             counts[old] -= 1
             for t in range(d):
@@ -234,14 +261,7 @@ def _lloyd_one(X, C, max_iter, tol, labels):
             labels[far] = j
             d2[far] = 0.0
             n_empty += 1
-        shift = 0.0
-        for j in range(k):
-            for t in range(d):
-                c = sums[j, t] / counts[j]
-                diff = c - C[j, t]
-                shift += diff * diff
-                C[j, t] = c
-                CT[t, j] = c
+        shift = _update_centers(sums, counts, C, CT)
         if shift <= tol:
             break
     if not converged:
@@ -414,25 +434,7 @@ def _init_one_csr(data, indices, indptr, xx, k, state, method, C):
     for i in range(n):
         d2[i] = _sqdist_csr_dense(data, indices, indptr, i, xx[i], C[0], xx[first])
     for j in range(1, k):
-        total = 0.0
-        for i in range(n):
-            total += d2[i]
-        pick = -1
-        if total > 0.0:
-            u = _next_double(state) * total
-            acc = 0.0
-            last_pos = -1
-            for i in range(n):
-                if d2[i] > 0.0:
-                    last_pos = i
-                acc += d2[i]
-                if acc > u:
-                    pick = i
-                    break
-            if pick < 0:
-                pick = last_pos
-        else:
-            pick = _next_below(state, n)
+        pick = _d2_draw(d2, state)
         _row_to_dense(data, indices, indptr, pick, C[j])
         for i in range(n):
             s = _sqdist_csr_dense(data, indices, indptr, i, xx[i], C[j], xx[pick])
@@ -489,12 +491,7 @@ def _lloyd_one_csr(data, indices, indptr, xx, C, max_iter, tol, labels):
         for j in range(k):
             if counts[j] > 0:
                 continue
-            far = -1
-            fd = -1.0
-            for i in range(n):
-                if counts[labels[i]] > 1 and d2[i] > fd:
-                    fd = d2[i]
-                    far = i
+            far = _farthest_donor(labels, counts, d2)
             old = labels[far]
             counts[old] -= 1
             sums[j, :] = 0.0
@@ -505,14 +502,7 @@ def _lloyd_one_csr(data, indices, indptr, xx, C, max_iter, tol, labels):
             labels[far] = j
             d2[far] = 0.0
             n_empty += 1
-        shift = 0.0
-        for j in range(k):
-            for t in range(d):
-                c = sums[j, t] / counts[j]
-                diff = c - C[j, t]
-                shift += diff * diff
-                C[j, t] = c
-                CT[t, j] = c
+        shift = _update_centers(sums, counts, C, CT)
         _center_norms(CT, k, cc)
         if shift <= tol:
             break

@@ -52,6 +52,13 @@ def project_simplex(v):
     return np.maximum(v - css[rho - 1] / rho, 0.0)
 
 
+def alpha_step(g, alpha, lam, objective):
+    """The alpha-step ``Proj_simplex(-g / (2 lam))``; appends the objective, returns ``(alpha, max change)``."""
+    new = project_simplex(-g / (2.0 * lam))
+    objective.append(float(new @ g + lam * new @ new))
+    return new, float(np.abs(new - alpha).max())
+
+
 class _DenseBlocks:
     def __init__(self, Ks):
         checked = [check_dense(K, "MBBS") for K in Ks]
@@ -172,11 +179,7 @@ def mbbs(Ks, lam=1.0, n_outer=20, solver="dual", n_iter=100, tol=1e-6, return_in
     for t in range(1, n_outer + 1):
         G, ginfo = blocks.solve(blocks.combine(alpha), solver, n_iter, mu)
         mu = ginfo.mu
-        g = blocks.divergences(G)
-        new = project_simplex(-g / (2.0 * lam))
-        objective.append(float(new @ g + lam * new @ new))
-        change = float(np.abs(new - alpha).max())
-        alpha = new
+        alpha, change = alpha_step(blocks.divergences(G), alpha, lam, objective)
         alphas.append(alpha.copy())
         if tol is not None and change < tol:
             converged = True

@@ -257,7 +257,7 @@ def mbbs_blocked(Ks, G, Kbar, *, lam=1.0, n_outer=20, n_iter=1000, tol=1e-6, max
         ``method="mbbs/alternating-ooc"`` with ``alpha``, ``alpha_history``,
         ``objective_history``; G holds the result.
     """
-    from ..normalize._multi import project_simplex
+    from ..normalize._multi import alpha_step
 
     if isinstance(Ks, (str, bytes)) or not hasattr(Ks, "__len__") or len(Ks) == 0:
         raise UserError("mbbs_blocked needs a non-empty list of zarr kernels")
@@ -285,10 +285,7 @@ def mbbs_blocked(Ks, G, Kbar, *, lam=1.0, n_outer=20, n_iter=1000, tol=1e-6, max
         ginfo = bbs_blocked(Kbar, G, n_iter=n_iter, max_memory=max_memory, client=client)
         parts = _run(client, ring, blocks, _k_divergences, G, np.float64, None, list(Ks))
         g = np.concatenate(parts, axis=1).sum(axis=1)  # each row vector summed whole, as in memory
-        new = project_simplex(-g / (2.0 * lam))
-        objective.append(float(new @ g + lam * new @ new))
-        change = float(np.abs(new - alpha).max())
-        alpha = new
+        alpha, change = alpha_step(g, alpha, lam, objective)
         alphas.append(alpha.copy())
         if tol is not None and change < tol:
             converged = True
