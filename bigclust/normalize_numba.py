@@ -437,23 +437,24 @@ def dense_check(K, rowsum_out, rowmin_out, rowmax_out, bad_out, asym_out):
         asym_out[bi] = a
 
 
-@njit(parallel=True, nogil=True, fastmath=_SUM)
+@njit(nogil=True, fastmath=_SUM)
+def _half_sqdist_row(A, B, i):
+    s = 0.0
+    for j in range(A.shape[1]):
+        t = np.float64(A[i, j]) - np.float64(B[i, j])
+        s += t * t
+    return 0.5 * s
+
+
+@njit(parallel=True, nogil=True)
 def half_sqdist_rows(A, B, out):
     """``out[i] = 1/2 sum_j (A_ij - B_ij)^2`` in float64 (the Euclidean D_phi)."""
     for i in prange(A.shape[0]):
-        s = 0.0
-        for j in range(A.shape[1]):
-            t = np.float64(A[i, j]) - np.float64(B[i, j])
-            s += t * t
-        out[i] = 0.5 * s
+        out[i] = _half_sqdist_row(A, B, i)
 
 
-@njit(nogil=True, fastmath=_SUM)
+@njit(nogil=True)
 def half_sqdist_rows_serial(A, B, out):
     """:func:`half_sqdist_rows` without ``prange``, for use inside Dask blocks."""
     for i in range(A.shape[0]):
-        s = 0.0
-        for j in range(A.shape[1]):
-            t = np.float64(A[i, j]) - np.float64(B[i, j])
-            s += t * t
-        out[i] = 0.5 * s
+        out[i] = _half_sqdist_row(A, B, i)
