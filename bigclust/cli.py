@@ -1,20 +1,36 @@
 """The ``bigclust`` command: thin click commands over library calls.
 
 User errors (:class:`bigclust.errors.UserError`) become one line on stderr
-and exit status 2; anything else is a bug and keeps its traceback.
+and exit status 2; anything else is a bug and keeps its traceback.  Warnings
+raised by bigclust itself (e.g. a solver that stopped short of its tolerance)
+are one ``warning: ...`` line each, without the source line Python shows.
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
+import warnings
 
 import click
 
 from .errors import UserError
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_show_default = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    if os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
+        click.echo(f"warning: {message}", err=True)
+    else:
+        _show_default(message, category, filename, lineno, file, line)
+
+
 class _Group(click.Group):
     def invoke(self, ctx):
+        warnings.showwarning = _show_warning
         try:
             return super().invoke(ctx)
         except UserError as e:

@@ -262,3 +262,13 @@ def test_out_of_core_iterated_ncut_and_mbbs(tmp_path, make_config):
     _, info = mbbs(Ks, lam=30000.0, n_outer=4, solver="alternating", n_iter=20, return_info=True)
     assert rec["alpha"] == [float(a) for a in info.alpha] and 0 < min(rec["alpha"])
     assert rec["acc_avg"] > 0.9
+
+
+def test_cli_solver_warning_is_one_line(tmp_path, blob_file, make_config):
+    # 3 iterations of Alg. 1 cannot reach 1e-12: the run finishes and says so in one line
+    cfg = _with(make_config(blob_file), 'names = ["kmeans", "ra", "ncut"]', 'names = ["bbs"]\nn_iter = 3\ntol = 1e-12')
+    r = _cli("pipeline", "run", str(cfg))
+    assert r.returncode == 0, r.stderr
+    warn = [ln for ln in r.stderr.splitlines() if "did not converge" in ln]
+    assert len(warn) == 1 and warn[0].startswith("warning: BBS (alternating) did not converge in 3 iterations")
+    assert "return fn(" not in r.stderr and "Warning:" not in r.stderr
