@@ -349,8 +349,13 @@ def assign(X, centers):
 
 
 def _fetch_rows(X, idx):
-    """Rows ``idx`` (sorted indices or a slice) of a NumPy or Dask array, as float64, checked finite."""
+    """Rows ``idx`` (sorted indices or a slice) of a NumPy, Dask or CSR array, as dense float64, checked finite.
+
+    Only these rows are densified: a sparse ``X`` costs ``len(idx) x d`` floats here, whatever n.
+    """
     rows = X[idx].compute() if _is_lazy(X) else X[idx]
+    if sp.issparse(rows):
+        rows = rows.toarray()
     rows = np.ascontiguousarray(rows, dtype=np.float64)
     if not np.isfinite(rows).all():
         first = int(np.flatnonzero(~np.isfinite(rows).all(axis=1))[0])
@@ -360,11 +365,18 @@ def _fetch_rows(X, idx):
 
 
 def _row_blocks(X):
-    """``(start, stop)`` row ranges of the final pass: Dask's chunks, or fixed blocks."""
+    """``(start, stop)`` row ranges of the final pass: Dask's chunks, or fixed blocks.
+
+    Sparse blocks are densified one at a time, so they hold at most about
+    ``_FINAL_PASS_ROWS x 64`` floats (e.g. 167 rows of a 25000-term corpus).
+    """
     if _is_lazy(X):
         bounds = np.cumsum((0,) + tuple(X.chunks[0]))
     else:
-        bounds = np.append(np.arange(0, X.shape[0], _FINAL_PASS_ROWS), X.shape[0])
+        rows = _FINAL_PASS_ROWS
+        if sp.issparse(X):
+            rows = max(1, _FINAL_PASS_ROWS * 64 // max(1, X.shape[1]))
+        bounds = np.append(np.arange(0, X.shape[0], rows), X.shape[0])
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
@@ -409,8 +421,10 @@ def minibatch_kmeans(X, n_clusters, *, n_init=3, batch_size=4096, max_iter=100, 
 
     Parameters
     ----------
-    X : ndarray or dask.array.Array, shape (n, d)
-        Data; a Dask array should be chunked by rows.
+    X : ndarray, dask.array.Array or scipy.sparse matrix, shape (n, d)
+        Data; a Dask array should be chunked by rows.  Sparse data stay
+        sparse: each batch (and each block of the final pass) is densified
+        on its own, so memory is ``batch_size x d``, not ``n x d``.
     n_clusters : int
         Number of clusters k, ``2 <= k <= n``.
     n_init : int
@@ -449,7 +463,9 @@ def minibatch_kmeans(X, n_clusters, *, n_init=3, batch_size=4096, max_iter=100, 
     the global row range and the inertia is summed row by row in order).
     """
     kern = _kernels()
-    if not _is_lazy(X):
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)  # row slicing; rows are densified batch by batch
+    elif not _is_lazy(X):
         X = np.asarray(X)
     if X.ndim != 2:
         raise DataError(f"X must be 2-D (samples x features), got shape {X.shape}")

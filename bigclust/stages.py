@@ -354,16 +354,15 @@ def cluster(store_path, key, attrs, src_stage, src_key, array, params, k):
     sparse = is_sparse(g_in, array)
     n = g_in[array]["indptr"].shape[0] - 1 if sparse else g_in[array].shape[0]
     algo = params["algorithm"]
-    if algo == "auto":  # sparse data (documents) stay sparse in Lloyd; mini-batch would densify them
+    if algo == "auto":  # sparse data (documents) stay sparse in Lloyd, which is exact and O(nnz k) per pass
         algo = "minibatch" if n > params["minibatch_threshold"] and not sparse else "lloyd"
     if algo == "lloyd":
         X = read_matrix(g_in, array)
         res = kmeans(X, k, n_init=params["n_init"], max_iter=params["max_iter"], random_state=params["seed"])
     else:
-        # mini-batch reads only sampled rows and then one row chunk at a time from zarr
-        X = read_matrix(g_in, array, lazy=not is_sparse(g_in, array))
-        if sp.issparse(X):
-            X = X.toarray()
+        # mini-batch reads only sampled rows and then one row chunk at a time from zarr;
+        # sparse data are densified one batch (or final-pass block) at a time
+        X = read_matrix(g_in, array, lazy=not sparse)
         import dask
         with dask.config.set(scheduler="synchronous"):  # zarr reads; may run inside a worker task
             res = minibatch_kmeans(X, k, n_init=params["n_init"], batch_size=params["batch_size"],

@@ -340,3 +340,27 @@ def test_sparse_bad_input(docs):
     few = sp.csr_matrix(np.repeat(Xs[:2].toarray(), 10, axis=0))
     with pytest.raises(DataError, match="only 2 distinct rows"):
         kmeans(few, 3, n_init=1)
+
+
+def test_minibatch_sparse_equals_dense(monkeypatch):
+    # CSR rows are densified batch by batch: same draws, same steps, same result as the dense array
+    import scipy.sparse as sp
+
+    import bigclust.kmeans as km
+
+    X, y = make_blobs(n_samples=1200, n_features=40, centers=4, cluster_std=1.0, random_state=3)
+    X = np.abs(X)
+    X[X < 3.0] = 0.0  # about half the entries zero, like tf-idf rows
+    assert 0.2 < (X == 0).mean() < 0.8
+    kw = dict(n_init=3, batch_size=128, max_iter=40, random_state=11)
+    ref = minibatch_kmeans(X, 4, **kw)
+    monkeypatch.setattr(km, "_FINAL_PASS_ROWS", 50)  # 50 * 64 / 40 = 80-row blocks in the final pass
+    got = minibatch_kmeans(sp.csr_matrix(X), 4, **kw)
+    np.testing.assert_array_equal(got.labels, ref.labels)
+    np.testing.assert_array_equal(got.inertia, ref.inertia)
+    np.testing.assert_array_equal(got.centers, ref.centers)
+    assert accuracy(y, got.labels[got.best]) >= 0.9
+    Xn = sp.csr_matrix(X)
+    Xn.data[5] = np.nan
+    with pytest.raises(DataError, match="non-finite"):
+        minibatch_kmeans(Xn, 4, **kw)

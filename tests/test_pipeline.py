@@ -272,3 +272,19 @@ def test_cli_solver_warning_is_one_line(tmp_path, blob_file, make_config):
     warn = [ln for ln in r.stderr.splitlines() if "did not converge" in ln]
     assert len(warn) == 1 and warn[0].startswith("warning: BBS (alternating) did not converge in 3 iterations")
     assert "return fn(" not in r.stderr and "Warning:" not in r.stderr
+
+
+def test_minibatch_on_sparse_data_keeps_it_sparse(tmp_path, make_config):
+    # an svmlight file is ingested as CSR; forced mini-batch k-means reads it batch by batch
+    from sklearn.datasets import dump_svmlight_file
+
+    X, y = blobs(n=300)
+    X[X < 2.0] = 0.0
+    path = tmp_path / "blobs.svm"
+    dump_svmlight_file(X, y, str(path))
+    cfg = _with(make_config(path), 'names = ["kmeans", "ra", "ncut"]', 'names = ["kmeans"]')
+    cfg = _with(cfg, "n_init = 5", 'n_init = 3\nalgorithm = "minibatch"\nbatch_size = 64')
+    recs = run(cfg)
+    assert recs[0]["acc_avg"] > 0.95
+    s = Store(tmp_path / "store.zarr")
+    assert {s.open("cluster", k).attrs["algorithm"] for k in s.stage_keys("cluster")} == {"minibatch"}
