@@ -274,8 +274,9 @@ def test_cli_solver_warning_is_one_line(tmp_path, blob_file, make_config):
     assert "return fn(" not in r.stderr and "Warning:" not in r.stderr
 
 
-def test_minibatch_on_sparse_data_keeps_it_sparse(tmp_path, make_config):
-    # an svmlight file is ingested as CSR; forced mini-batch k-means reads it batch by batch
+def test_minibatch_runs_on_sparse_data(tmp_path, make_config):
+    # an svmlight file is ingested as CSR; forced mini-batch k-means runs on it end to end
+    # (that only batches are densified is checked in test_kmeans::test_minibatch_sparse_equals_dense)
     from sklearn.datasets import dump_svmlight_file
 
     X, y = blobs(n=300)
