@@ -16,12 +16,22 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 __version__ = "0.1.0"
 
 _SUBMODULES = {
-    "affinity", "config", "datasets", "errors", "kmeans", "metrics", "normalize",
-    "pipeline", "preprocess", "report", "spectral", "store",
+    "affinity", "blocks", "config", "datasets", "errors", "estimators", "kmeans", "methods", "metrics",
+    "normalize", "pipeline", "plan", "preprocess", "report", "spectral", "store",
 }
+#: scikit-learn estimators, importable as ``bigclust.SpectralClustering``
+_ESTIMATORS = {"SpectralClustering"}
+
+__all__ = sorted(_SUBMODULES | _ESTIMATORS | {"__version__"})
 
 
 def __getattr__(name):
     if name in _SUBMODULES:
         return import_module(f"bigclust.{name}")
+    if name in _ESTIMATORS:
+        return getattr(import_module("bigclust.estimators"), name)
     raise AttributeError(f"module 'bigclust' has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__

@@ -203,6 +203,16 @@ def knn_kernel(X, n_neighbors=15, gamma=1.0, *, random_state=0, dtype=np.float64
     K.sort_indices()
     ncomp, _ = connected_components(K, directed=False)
     if ncomp > 1:
-        warnings.warn(f"kNN graph (k={n_neighbors}) has {ncomp} connected components; "
-                      "increase n_neighbors for a connected affinity", RuntimeWarning, stacklevel=2)
+        # which is to blame: the neighbour lists themselves, or weights that underflow to 0 for this γ
+        A = sp.csr_matrix((np.ones(ind.size), (rows, ind.ravel())), shape=(n, n))
+        ngraph, _ = connected_components(A, directed=False)
+        d2 = float(np.median(dist[:, 1:] ** 2)) if dist.shape[1] > 1 else float("nan")
+        if ncomp > ngraph:
+            cause = (f"exp(-d^2/gamma) underflows to 0 on kNN edges: gamma={gamma:g} is too small for the "
+                     f"median squared kNN distance {d2:.3g} (the neighbour lists alone give {ngraph}); raise gamma")
+        else:
+            cause = "the neighbour lists themselves are disconnected; raise n_neighbors"
+        warnings.warn(f"kNN graph (k={n_neighbors}) has {ncomp} connected components: {cause}; clustering goes "
+                      "on, each component adds an eigenvalue at the top of the spectrum",
+                      RuntimeWarning, stacklevel=2)
     return K.astype(dtype)

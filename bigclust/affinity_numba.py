@@ -5,7 +5,7 @@ parallelism (DESIGN.md section 3.3).
 """
 import math
 
-from ._numba import njit
+from ._jit import njit
 
 
 @njit(nogil=True)

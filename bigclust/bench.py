@@ -129,7 +129,7 @@ def numpy_sk_iteration(K, d):
 def _compile(dtype):
     """Run every kernel once on a tiny array of ``dtype`` so that no timing includes compilation."""
     from . import bench_numba as bn
-    from . import normalize_numba as nb
+    from .normalize import _numba as nb
     from .normalize import bbs
 
     A = np.full((8, 8), 0.1, dtype=dtype)
@@ -175,7 +175,7 @@ def bench_bbs(n=6000, dtype="float64", repeats=5, iters=20, max_dykstra_seconds=
     ``speedup_vs_numpy``, the ``sk_*`` equivalents, ``dual_seconds``,
     ``dykstra_seconds`` and ``speedup_dual_vs_dykstra``.
     """
-    from . import normalize_numba as nb
+    from .normalize import _numba as nb
     from .affinity import dense_kernel
 
     dt = np.dtype(dtype)
@@ -307,11 +307,14 @@ def bench_ooc(n=30000, max_memory="1GB", iters=20, dtype="float64", workdir=None
     import zarr
 
     from .affinity import dense_kernel, kernel_block_rows
-    from .normalize_ooc import bbs_blocked, create_like, parse_memory, plan_rows, row_blocks
+    from .blocks import budget as parse_budget
+    from .blocks import create_like, row_blocks
+    from .normalize_ooc import bbs_blocked
+    from .plan import consumer_rows
 
-    dt, budget = np.dtype(dtype), parse_memory(max_memory)
+    dt, budget = np.dtype(dtype), parse_budget(max_memory)
     row_bytes = n * dt.itemsize
-    rows = plan_rows(n, dt.itemsize, budget)
+    rows = consumer_rows("normalize", n, dt.itemsize, budget)
     # chunks well below a block: Dask builds K in small tasks, and blocks (whole chunks)
     # can fill the budget closely
     chunk_rows = kernel_block_rows(n, dt.itemsize, min(rows, max(1, chunk_bytes // row_bytes)) * row_bytes)

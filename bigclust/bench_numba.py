@@ -8,7 +8,7 @@ like Alg. 1's fused pass) and a read-only reduction (like Sinkhorn's K d).
 """
 from numba import prange
 
-from ._numba import njit
+from ._jit import njit
 
 
 @njit(parallel=True, nogil=True)

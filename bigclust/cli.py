@@ -139,6 +139,20 @@ def report_compare(results, paper_csv, out_md, out_csv):
     click.echo(compare(results, paper_csv, out_md, out_csv))
 
 
+@report.command("verify")
+@click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--config", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="The config that made RESULTS_DIR (default: the one its run.json names, two folders up).")
+@click.option("--scheduler", default=None, help="Dask scheduler for the re-run.")
+def report_verify(results_dir, config, scheduler):
+    """Re-run a committed reproduction and check every score is the same to the last bit (exit 1 if not)."""
+    from .report import verify
+    ok, text = verify(results_dir, config, scheduler=scheduler)
+    click.echo(text)
+    if not ok:
+        sys.exit(1)
+
+
 @main.group()
 def bench():
     """Speed and memory measurements, printed as ratios against references."""

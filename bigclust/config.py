@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import ConfigError
+from .plan import parse_bytes
 
-METHODS = ("kmeans", "ra", "ncut", "sk", "bbs", "mbbs")
 AFFINITIES = ("gaussian", "knn", "linear", "cosine", "cosine2")
 
 
@@ -58,6 +58,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "preprocess": {
         "l2_normalize": Key(bool, True),
         "pca": _nonneg(int, 0),
+        "tfidf": Key(bool, True),           # weight sparse (count) data by tf-idf; false: take them as they are
         "tfidf_local": _choice("tf", "binary", "augmented", "log"),
         "tfidf_global": _choice("idf", "none"),
         "tfidf_normalize": Key(bool, True),
@@ -69,15 +70,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "dtype": _choice("float64", "float32"),
     },
     "method": {
-        "names": Key(list, ["kmeans", "ra", "ncut"], lambda v: len(v) > 0 and all(m in METHODS for m in v),
-                     "a non-empty list of " + ", ".join(METHODS), sweep=False),
-        "n_iter": _pos(int, 1000),
-        "tol": _nonneg(float, 0.0),
-        "solver": _choice("alternating", "dykstra", "dual"),
-        "ncut_iter": _pos(int, 1),
-        "record_every": _nonneg(int, 0),
-        "lam": _pos(float, 1.0),          # MBBS: weight of ||alpha||^2
-        "mbbs_outer": _pos(int, 20),      # MBBS: outer (G, alpha) iterations
+        # checked against the registry in from_dict; each method's own parameters are in its section
+        "names": Key(list, ["kmeans", "ra", "ncut"], sweep=False),
     },
     "embed": {
         "n_components": Key(int, 0, lambda v: v == 0 or v >= 1, "0 (= number of clusters) or >= 1"),
@@ -86,7 +80,6 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "cluster": {
         "n_clusters": Key(int, 0, lambda v: v == 0 or v >= 2, "0 (= number of classes) or >= 2"),
         "n_init": _pos(int, 100),
-        "kmeans_n_init": _nonneg(int, 0),   # restarts for K-means on the data itself; 0 = n_init
         "max_iter": _pos(int, 1000),
         "algorithm": _choice("auto", "lloyd", "minibatch"),
         "minibatch_threshold": _pos(int, 200_000),
@@ -110,25 +103,15 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
 }
 
-_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-
-
-def parse_bytes(value) -> int:
-    """``"1GB"`` / ``"512MiB"`` / ``1000000`` → bytes; ValueError when malformed."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value <= 0:
-            raise ValueError(value)
-        return value
-    s = str(value).strip().upper().replace(" ", "")
-    num = s.rstrip("KMGTIB")
-    unit = s[len(num):] or "B"
-    if unit not in _UNITS or not num:
-        raise ValueError(value)
-    out = int(float(num) * _UNITS[unit])
-    if out <= 0:
-        raise ValueError(value)
-    return out
+#: keys of the old flat [method] section (and [cluster] kmeans_n_init) and where they live now
+MOVED = {("method", "n_iter"): "[sk] n_iter, [bbs] n_iter, [mbbs] n_iter",
+         ("method", "tol"): "[sk] tol, [bbs] tol",
+         ("method", "solver"): "[bbs] solver",
+         ("method", "ncut_iter"): "[ncut] n_iter",
+         ("method", "record_every"): "[sk] record_every, [bbs] record_every",
+         ("method", "lam"): "[mbbs] lam",
+         ("method", "mbbs_outer"): "[mbbs] n_outer",
+         ("cluster", "kmeans_n_init"): "[kmeans] n_init"}
 
 
 @dataclass(frozen=True)
@@ -173,6 +156,10 @@ class Config:
     @property
     def max_memory(self) -> int:
         return parse_bytes(self.sections["store"]["max_memory"])
+
+    @property
+    def methods(self) -> list[str]:
+        return list(self.sections["method"]["names"])
 
 
 def stable_hash(obj) -> str:
@@ -230,17 +217,34 @@ def load(path) -> Config:
     return from_dict(raw, path)
 
 
+def schema() -> dict[str, dict[str, Key]]:
+    """The shared sections plus one section per registered method (:mod:`bigclust.methods`)."""
+    from . import methods
+    return {**SCHEMA, **{name: methods.get(name).schema() for name in methods.names()}}
+
+
 def from_dict(raw: dict, path: Path | str = "<config>") -> Config:
     """Validate an already parsed config dict (see :func:`load`)."""
+    from . import methods
+
     path = Path(path)
+    full = schema()
     for sec in raw:
-        if sec not in SCHEMA:
+        if sec not in full:
             raise ConfigError(f"{path}: unknown section [{sec}]; expected one of "
-                              + ", ".join(f"[{s}]" for s in SCHEMA))
+                              + ", ".join(f"[{s}]" for s in full))
         if not isinstance(raw[sec], dict):
             raise ConfigError(f"{path}: {sec} must be a table [{sec}]")
+        for key in raw[sec]:
+            if (sec, key) in MOVED:
+                raise ConfigError(f"{path}: [{sec}] {key} has moved to the method sections: {MOVED[(sec, key)]} "
+                                  "(README, 'Configs')")
+    names = raw.get("method", {}).get("names", SCHEMA["method"]["names"].default)
+    if not methods.check_names(names):
+        raise ConfigError(f"{path}: [method] names: expected a non-empty list of "
+                          f"{', '.join(methods.names())}, got {names!r}")
     sections, sweeps = {}, {}
-    for sec, keys in SCHEMA.items():
+    for sec, keys in full.items():
         given = raw.get(sec, {})
         for key in given:
             if key not in keys:
@@ -276,6 +280,8 @@ def from_dict(raw: dict, path: Path | str = "<config>") -> Config:
             get_info(data["name"])
         except Exception as e:  # DataError: unknown name
             raise ConfigError(f"{path}: [data] name: {e}") from None
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{path}: [method] names: {names!r} lists a method twice")
     try:
         parse_bytes(sections["store"]["max_memory"])
     except ValueError:

@@ -12,7 +12,7 @@ per restart the output is the same for any number of threads.
 import numpy as np
 from numba import prange
 
-from ._numba import njit
+from ._jit import njit
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)

@@ -10,6 +10,7 @@ stages downstream of it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shutil
 import sys
@@ -19,6 +20,8 @@ from pathlib import Path
 
 from . import __version__, stages
 from .config import Config, load, stable_hash
+from .methods import get as get_method
+from .stages import STAGES, StageDef, hashed, stage_key
 from .errors import DataError, StoreError, UserError
 from .store import Store, read_matrix
 
@@ -63,11 +66,11 @@ def dask_client(scheduler: str | None, n_workers: int = 1):
         yield client
 
 
-def _submit(client, fn, *args):
+def _submit(client, fn, *args, **kwargs):
     """Run one in-memory stage: on a worker when a cluster is attached, else here."""
     if client is None:
-        return fn(*args)
-    return client.submit(fn, *args, pure=False).result()
+        return fn(*args, **kwargs)
+    return client.submit(fn, *args, **kwargs, pure=False).result()
 
 
 def check_out_dir(out_dir: Path, cfg: Config, force: bool):
@@ -106,32 +109,39 @@ def _archive_out_dir(out_dir: Path):
 
 
 class Runner:
-    """Executes the stage chain for each (method, sweep point) against one store."""
+    """Runs the chain of stages of each method instance against one store.
 
-    def __init__(self, cfg: Config, store: Store, client, force: bool):
-        self.cfg, self.store, self.client, self.force = cfg, store, client, force
+    One generic loop (:meth:`run_instance`): ingest and preprocess the data
+    of the instance's config point, then for each stage the method chains
+    (:data:`bigclust.methods.REGISTRY`), build the stage's parameter
+    dataclasses (:data:`bigclust.stages.STAGES`), and run each instance unless
+    its key is already in the store.
+    """
+
+    def __init__(self, cfg: Config, store: Store, client, force: bool, log=log):
+        self.cfg, self.store, self.client, self.force, self.log = cfg, store, client, force, log
         self.done: dict[tuple[str, str], dict] = {}
 
-    def _stage(self, stage, params, fn, *args, describe="", submit=False):
-        """Run ``fn`` unless the instance ``(stage, key)`` is already in the store.
+    def _stage(self, sd: StageDef, params, describe="", **runtime):
+        """Run stage ``sd`` with ``params`` unless that instance is already in the store; returns its key.
 
-        Returns the instance's key.  ``submit``: the stage needs all rows in
-        memory and runs as one task (on a worker when a cluster is attached).
+        Stages that need every row run as one task (on a worker when a cluster is attached).
         """
-        key = stable_hash(params)
+        key = stage_key(params)
+        stage = sd.name
         if (stage, key) not in self.done:
-            attrs = {"params": params, "config_hash": self.cfg.hash, "config_file": str(self.cfg.path)}
+            attrs = {"params": hashed(params), "config_hash": self.cfg.hash, "config_file": str(self.cfg.path)}
             if self.store.has(stage, key) and not self.force:
-                log(f"  {stage:<10} {describe}: finished earlier, skipped")
+                self.log(f"  {stage:<10} {describe}: finished earlier, skipped")
             else:
                 t0 = time.perf_counter()
                 attrs["started"] = time.time()
-                log(f"  {stage:<10} {describe}: running")
-                if submit:
-                    _submit(self.client, fn, str(self.store.path), key, attrs, *args)
+                self.log(f"  {stage:<10} {describe}: running")
+                if sd.where(params) == "task":
+                    _submit(self.client, sd.run, str(self.store.path), key, attrs, params, **runtime)
                 else:
-                    fn(str(self.store.path), key, attrs, *args)
-                log(f"  {stage:<10} {describe}: done in {time.perf_counter() - t0:.1f} s")
+                    sd.run(str(self.store.path), key, attrs, params, client=self.client, **runtime)
+                self.log(f"  {stage:<10} {describe}: done in {time.perf_counter() - t0:.1f} s")
             self.done[(stage, key)] = dict(self.store.open(stage, key).attrs)
         return key
 
@@ -143,193 +153,135 @@ class Runner:
                             + ("" if cl["n_clusters"] else " (taken from the number of classes)"))
         return k
 
-    def _out_of_core(self, aff_key) -> bool:
-        """A dense K whose in-memory normalisation (K and G) would exceed ``max_memory``."""
-        node = self.store.open("affinity", aff_key)["K"]
-        if node.attrs.get("format") == "csr":
-            return False
-        n = node.shape[0]
-        return 2 * n * n * node.dtype.itemsize > self.cfg.max_memory
-
     def data(self, point):
         """Ingest and preprocess; returns (preprocess key, ingest attrs, labels or None)."""
         d, pre = point["data"], point["preprocess"]
         ident = {k: d[k] for k in ("name", "path", "label_column")}
-        if d["path"]:
+        if self.source is not None:
+            ident = {"array": self.source.info.name}
+        elif d["path"]:
             p = self.cfg.resolve(d["path"])
             st = p.stat() if p.exists() else None
             ident["file"] = [str(p.resolve()), st.st_size if st else None, st.st_mtime_ns if st else None]
+        ing = stages.IngestParams(data=ident, chunk_rows=d["chunk_rows"])
         source = None
-        ing_params = {"data": ident}
-        if not self.store.has("ingest", stable_hash(ing_params)) or self.force:
-            source = stages.open_source(d, self.cfg.path.parent)
-        ing_key = self._stage("ingest", ing_params, _ingest_with_progress, source, d["chunk_rows"],
-                              describe=d["name"] or d["path"])
+        if not self.store.has("ingest", stage_key(ing)) or self.force:
+            source = self.source or stages.open_source(d, self.cfg.path.parent)
+        ing_key = self._stage(INGEST, ing, d["name"] or d["path"], source=source)
         ia = self.done[("ingest", ing_key)]
-        pre_params = dict(pre)
-        if not ia["sparse"]:
-            pre_params = {k: v for k, v in pre.items() if not k.startswith("tfidf")}
-        pre_key = self._stage("preprocess", {"in": ing_key, **pre_params}, stages.preprocess,
-                              ing_key, pre, d["chunk_rows"], describe=_fmt(pre_params))
+        text = ia["sparse"] and pre["tfidf"]
+        pp = stages.PreprocessParams(
+            input=ing_key, l2_normalize=pre["l2_normalize"], pca=pre["pca"],
+            tfidf_local=pre["tfidf_local"] if text else None, tfidf_global=pre["tfidf_global"] if text else None,
+            tfidf_normalize=pre["tfidf_normalize"] if text else None, chunk_rows=d["chunk_rows"])
+        pre_key = self._stage(PREPROCESS, pp, _fmt({k: v for k, v in hashed(pp).items() if v is not None and k != "input"}))
         y = None
         if ia["has_labels"]:
             y = read_matrix(self.store.open("ingest", ing_key), "y")
         return pre_key, ia, y
 
-    def run_point(self, point, method):
-        """Run (or resume) the chain of one method at one sweep point; returns its record."""
+    source = None  # a data source to ingest instead of the config's [data] (the estimators' arrays)
+
+    def run_instance(self, method, group):
+        """Run (or resume) the chain of ``method`` for one instance; returns (record, labels of every restart).
+
+        ``group``: the config points the instance uses (one, or every value
+        of the sweep the method combines).
+        """
         from .metrics import batch_scores
 
+        point = _with_overrides(group[0], method)
+        group = [_with_overrides(p, method) for p in group]
+        params = method.make(point[method.name])
         pre_key, ia, y = self.data(point)
-        n = ia["n_samples"]
-        cl, emb, aff, mp = point["cluster"], point["embed"], point["affinity"], point["method"]
-        k = self._n_clusters(cl, ia)
-        if method == "kmeans" and cl["kmeans_n_init"]:
-            # k-means on wide raw data (text) can afford fewer restarts than on a k-dim embedding
-            cl = {**cl, "n_init": cl["kmeans_n_init"]}
-        cl_params = {key: cl[key] for key in ("n_init", "max_iter", "algorithm", "seed")}
-        if cl["algorithm"] != "lloyd":
-            cl_params.update(minibatch_threshold=cl["minibatch_threshold"], batch_size=cl["batch_size"])
-        shown = {}
-        chain = [("preprocess", pre_key)]
-        if method == "kmeans":
-            src = ("preprocess", pre_key, "X")
-        else:
-            aff_params = _affinity_params(aff, aff["gamma"])
-            shown.update({k2: v for k2, v in aff_params.items() if k2 in ("gamma", "n_neighbors")})
-            aff_key = self._stage("affinity", {"in": pre_key, **aff_params}, _affinity_dispatch,
-                                  pre_key, aff_params, cl["seed"], self.client, self.cfg.max_memory,
-                                  describe=_fmt(aff_params))
-            ncomp = emb["n_components"] or k
-            if ncomp >= n:
-                raise UserError(f"{self.cfg.path}: [embed] n_components={ncomp} must be below n={n}")
-            m_params = {}
-            if method in ("bbs", "sk"):
-                m_params = {"n_iter": mp["n_iter"], "tol": mp["tol"]}
-                if method == "bbs":
-                    m_params["solver"] = mp["solver"]
-            elif method == "ncut":
-                m_params = {"ncut_iter": mp["ncut_iter"]}
-            shown.update(m_params)
-            e_params = {"in": aff_key, "method": method, **m_params, "k": ncomp,
-                        "eigensolver": emb["eigensolver"], "record_every": mp["record_every"]}
-            if self._out_of_core(aff_key):
-                # streams row blocks of K from the store; block passes go to the cluster if there is one
-                emb_key = self._stage("embed", e_params, stages.embed_ooc, aff_key, method, {**mp, **emb}, ncomp,
-                                      y, self.cfg.max_memory, cl["seed"], self.client,
-                                      describe=f"{method} {_fmt(shown)} (out of core)")
-            else:
-                emb_key = self._stage("embed", e_params, stages.embed, aff_key, method, {**mp, **emb}, ncomp, y,
-                                      self.cfg.max_memory, cl["seed"], describe=f"{method} {_fmt(shown)}",
-                                      submit=True)
-            src = ("embed", emb_key, "E")
-            chain += [("affinity", aff_key), ("embed", emb_key)]
-        c_key = self._stage("cluster", {"in": src[1], "src": src[0], "k": k, **cl_params}, stages.cluster,
-                            *src, cl, k, describe=f"{method} {_fmt(shown)} k={k}", submit=True)
-        chain.append(("cluster", c_key))
-        labels = read_matrix(self.store.open("cluster", c_key), "labels")
-        rec = {"method": method, "params": shown, "dataset": ia["dataset"], "n": n, "k": k}
-        if method != "kmeans":
-            ea = self.done[("embed", emb_key)]
-            rec.update(MB=ea["MB"], MC=ea["MC"], norm_n_iter=ea["norm_n_iter"], row_err=ea["row_err"],
-                       history=ea["history"])
-        rec["seconds"] = float(sum(self.done[sk]["seconds"] for sk in chain))
+        ctx = stages.Context(self.cfg, self.store, method, params, group, ia, self._n_clusters(point["cluster"], ia))
+        src, keys, chain = "preprocess", [pre_key], [("preprocess", pre_key)]
+        for name in method.chain:
+            sd = STAGES[name]
+            plist = sd.build(ctx, src, keys)
+            keys = [self._stage(sd, p, f"{method.name} {sd.describe(p)}".strip() if name != "affinity"
+                                else sd.describe(p), y=y) for p in plist]
+            src = name
+            chain += [(name, k) for k in keys]
+        last = self.done[(src, keys[0])]
+        labels = read_matrix(self.store.open(src, keys[0]), "labels")
+        rec = {"method": method.name, "params": _shown(method, params, group), "dataset": ia["dataset"],
+               "n": ia["n_samples"], "k": ctx.k}
+        for stage, key in chain:
+            for attr in STAGES[stage].report if stage in STAGES else ():
+                if attr in self.done[(stage, key)]:
+                    rec[attr] = self.done[(stage, key)][attr]
+        rec["seconds"] = float(sum(self.done[sk]["seconds"] for sk in dict.fromkeys(chain)))
         if y is not None:
             acc, nmi = batch_scores(y, labels, norm=point["evaluate"]["nmi_norm"])
-            best = self.done[("cluster", c_key)]["best"]
+            best = last.get("best", 0)
             rec.update(acc_avg=float(acc.mean()), acc_max=float(acc.max()), nmi_avg=float(nmi.mean()),
                        nmi_max=float(nmi.max()), acc_best_inertia=float(acc[best]),
                        nmi_best_inertia=float(nmi[best]))
-        return rec
-
-    def run_mbbs(self, points):
-        """MBBS over the kernels of ``points`` (one per γ), then k-means; returns its record."""
-        from .metrics import batch_scores
-
-        point = points[0]
-        pre_key, ia, y = self.data(point)
-        n, cl, emb, aff, mp = ia["n_samples"], point["cluster"], point["embed"], point["affinity"], point["method"]
-        k = self._n_clusters(cl, ia)
-        gammas = [p["affinity"]["gamma"] for p in points]
-        aff_keys = []
-        for g in gammas:
-            ap = _affinity_params(aff, g)
-            aff_keys.append(self._stage("affinity", {"in": pre_key, **ap}, _affinity_dispatch, pre_key, ap,
-                                        cl["seed"], self.client, self.cfg.max_memory, describe=_fmt(ap)))
-        ncomp = emb["n_components"] or k
-        shown = {"gammas": gammas, "lam": mp["lam"], "mbbs_outer": mp["mbbs_outer"]}
-        e_params = {"in": aff_keys, "method": "mbbs", "lam": mp["lam"], "mbbs_outer": mp["mbbs_outer"],
-                    "k": ncomp, "eigensolver": emb["eigensolver"]}
-        node = self.store.open("affinity", aff_keys[0])["K"]
-        if node.attrs.get("format") != "csr" and stages.mbbs_out_of_core(n, len(aff_keys), self.cfg.max_memory):
-            # kernels stay in zarr; the G-step is Alg. 1 streamed (its passes go to the cluster if there is one)
-            e_params["n_iter"] = mp["n_iter"]
-            emb_key = self._stage("embed", e_params, stages.embed_multi, aff_keys, {**mp, **emb}, ncomp, y,
-                                  self.cfg.max_memory, cl["seed"], self.client,
-                                  describe=f"mbbs {_fmt(shown)} (out of core)")
-        else:
-            emb_key = self._stage("embed", e_params, stages.embed_multi, aff_keys, {**mp, **emb}, ncomp, y,
-                                  self.cfg.max_memory, cl["seed"], describe=f"mbbs {_fmt(shown)}", submit=True)
-        cl_params = {key: cl[key] for key in ("n_init", "max_iter", "algorithm", "seed")}
-        c_key = self._stage("cluster", {"in": emb_key, "src": "embed", "k": k, **cl_params}, stages.cluster,
-                            "embed", emb_key, "E", cl, k, describe=f"mbbs k={k}", submit=True)
-        ea, ca = self.done[("embed", emb_key)], self.done[("cluster", c_key)]
-        rec = {"method": "mbbs", "params": shown, "dataset": ia["dataset"], "n": n, "k": k,
-               "alpha": ea["alpha"], "MB": ea["MB"], "MC": ea["MC"], "row_err": ea["row_err"],
-               "seconds": float(ea["seconds"] + ca["seconds"] + sum(self.done[("affinity", a)]["seconds"]
-                                                                     for a in aff_keys))}
-        if y is not None:
-            acc, nmi = batch_scores(y, read_matrix(self.store.open("cluster", c_key), "labels"),
-                                    norm=point["evaluate"]["nmi_norm"])
-            rec.update(acc_avg=float(acc.mean()), acc_max=float(acc.max()), nmi_avg=float(nmi.mean()),
-                       nmi_max=float(nmi.max()))
-        return rec
+        return rec, (src, keys[0])
 
 
-def _affinity_params(aff: dict, gamma) -> dict:
-    """The parameters an affinity stage depends on (γ only for the kinds that use it)."""
-    params = {"kind": aff["kind"], "dtype": aff["dtype"]}
-    if aff["kind"] in ("gaussian", "knn"):
-        params["gamma"] = gamma
-    if aff["kind"] == "knn":
-        params["n_neighbors"] = aff["n_neighbors"]
-    return params
+def _with_overrides(point, method):
+    """The point with the values the method sets for its own chain (``Method.overrides``)."""
+    if method.overrides is None:
+        return point
+    over = method.overrides(method.make(point[method.name]))
+    if not over:
+        return point
+    return {s: {**v, **over.get(s, {})} for s, v in point.items()}
 
 
-def _mbbs_groups(cfg: Config, points):
-    """Sweep points that differ only in the affinity's γ form one MBBS problem each."""
+def _shown(method, params, group) -> dict:
+    """The parameters a record is labelled with: the affinity's width(s) and the method's own."""
+    shown = {}
+    a = group[0]["affinity"]
+    if "affinity" in method.chain:
+        if method.combine:
+            sec, key = method.combine
+            shown[key + "s"] = [p[sec][key] for p in group]
+        elif a["kind"] in ("gaussian", "knn"):
+            shown["gamma"] = a["gamma"]
+        if a["kind"] == "knn":
+            shown["n_neighbors"] = a["n_neighbors"]
+    shown.update(dataclasses.asdict(params))
+    return shown
+
+
+def instances(cfg: Config, points, method):
+    """The config-point groups of ``method``: one point each, or (``combine``) the points that differ
+    only in the combined sweep key, at least two of them."""
+    if method.combine is None:
+        return [[p] for p in points]
+    sec, key = method.combine
     groups = {}
     for point in points:
         rest = {s: dict(v) for s, v in point.items()}
-        rest["affinity"].pop("gamma")
+        rest[sec].pop(key)
         groups.setdefault(stable_hash(rest), []).append(point)
     if any(len(g) < 2 for g in groups.values()):
-        raise UserError(f"{cfg.path}: MBBS combines the kernels of a γ sweep: give [affinity] gamma as a "
-                        "list of at least two values")
+        raise UserError(f"{cfg.path}: {method.name} combines the values of a [{sec}] {key} sweep: give "
+                        f"[{sec}] {key} as a list of at least two values")
     return list(groups.values())
 
 
-def _ingest_with_progress(store_path, key, attrs, source, chunk_rows):
+def _ingest_with_progress(store_path, key, attrs, p, *, source, **_):
     from tqdm import tqdm
     with tqdm(total=source.info.n_samples, desc=f"ingest {source.info.name}", unit="rows",
               file=sys.stderr, disable=None, leave=False) as bar:
-        stages.ingest(store_path, key, attrs, source, chunk_rows, progress=bar.update)
+        stages.ingest(store_path, key, attrs, p, source=source, progress=bar.update)
 
 
-def _affinity_dispatch(store_path, key, attrs, pre_key, params, seed, client, max_memory):
-    # dense kernels are Dask graphs of row blocks (the scheduler spreads them);
-    # the kNN graph needs every row in one process
-    if params["kind"] == "knn":
-        _submit(client, stages.affinity, store_path, key, attrs, pre_key, params, seed)
-    else:
-        stages.affinity(store_path, key, attrs, pre_key, params, seed, max_memory)
+# ingest and preprocess start every chain; the Runner builds their parameters from [data] / [preprocess]
+INGEST = StageDef("ingest", None, _ingest_with_progress, "X")
+PREPROCESS = StageDef("preprocess", None, stages.preprocess, "X")
 
 
 def _fmt(params: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items() if k != "in")
 
 
-def run(config_path, *, scheduler: str | None = None, out: str | None = None, force: bool = False):
+def run(config_path, *, scheduler: str | None = None, out: str | None = None, force: bool = False,
+        store: str | None = None):
     """Run the pipeline described by a config file.
 
     Parameters
@@ -339,6 +291,8 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
         Overrides ``[dask] scheduler`` (e.g. ``tcp://HOST:PORT``).
     out : str, optional
         Overrides ``[output] dir``.
+    store : str, optional
+        Overrides ``[store] path``.
     force : bool
         Recompute finished stages and replace another run's output folder
         (its files are moved to a ``replaced-*`` subfolder, not deleted).
@@ -357,35 +311,48 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
     points = list(cfg.points())
     for point in points:  # sizes known from the registry are checked before any work
         _precheck(cfg, point)
-    store = Store(cfg.resolve(cfg.sections["store"]["path"]), owner=_owner(cfg), force=force)
-    methods = cfg.sections["method"]["names"]
-    log(f"bigclust {__version__}: {cfg.path}: {len(points)} sweep point(s) x {len(methods)} method(s), "
+    grouped = {m: instances(cfg, points, get_method(m)) for m in cfg.methods}  # refused before any work
+    store = Store(Path(store) if store else cfg.resolve(cfg.sections["store"]["path"]), owner=_owner(cfg),
+                  force=force)
+    log(f"bigclust {__version__}: {cfg.path}: {len(points)} sweep point(s) x {len(cfg.methods)} method(s), "
         f"store {store.path}")
     t0 = time.perf_counter()
-    records, seen = [], set()
     dk = cfg.sections["dask"]
     with dask_client(scheduler if scheduler is not None else dk["scheduler"], dk["n_workers"]) as client:
-        runner = Runner(cfg, store, client, force)
-        for i, point in enumerate(points):
-            log(f"[{i + 1}/{len(points)}] " + (_fmt({f"{s}.{k}": point[s][k] for s, k in cfg.sweeps})
-                                                or "(no sweep)"))
-            for method in methods:
-                if method == "mbbs":
-                    continue  # needs every kernel of the sweep: run below
-                rec = runner.run_point(point, method)
-                ident = json.dumps([rec["method"], rec["params"]], sort_keys=True)
-                if ident not in seen:  # k-means on X does not depend on γ: report it once
-                    seen.add(ident)
-                    records.append(rec)
-        if "mbbs" in methods:
-            for group in _mbbs_groups(cfg, points):
-                records.append(runner.run_mbbs(group))
+        records, _ = execute(Runner(cfg, store, client, force), points, grouped)
     if force and out_dir.exists():
         _archive_out_dir(out_dir)
     report.write(out_dir, records, cfg, plots=cfg.sections["output"]["plots"])
     log(f"done in {time.perf_counter() - t0:.1f} s; results in {out_dir}")
     print(report.markdown_table(records))
     return records
+
+
+def execute(runner: Runner, points, grouped):
+    """Every method instance of the sweep, in config order; returns (records, their final stages).
+
+    Single-point methods run point by point; a method that combines a sweep
+    runs once per group afterwards.  An instance whose final stage another
+    already reported (K-means on X does not depend on γ) is reported once.
+    """
+    records, finals = [], []
+    single = [m for m in grouped if get_method(m).combine is None]
+    for i, point in enumerate(points):
+        runner.log(f"[{i + 1}/{len(points)}] " + (_fmt({f"{s}.{k}": point[s][k] for s, k in runner.cfg.sweeps})
+                                                   or "(no sweep)"))
+        for m in single:
+            _add(records, finals, *runner.run_instance(get_method(m), [point]))
+    for m in grouped:
+        if get_method(m).combine is not None:
+            for group in grouped[m]:
+                _add(records, finals, *runner.run_instance(get_method(m), group))
+    return records, finals
+
+
+def _add(records, finals, rec, final):
+    if final not in finals:
+        records.append(rec)
+        finals.append(final)
 
 
 def _owner(cfg: Config) -> dict:
@@ -428,12 +395,12 @@ def ingest_to_store(name, root, store_path, *, chunk_rows=4096):
     data = {"name": name, "path": None, "root": str(root) if root else None, "label_column": -1}
     source = stages.open_source(data, Path.cwd())
     store = Store(store_path, owner={"name": name, "path": None})
-    params = {"data": {"name": name, "path": None, "label_column": -1}}
-    key = stable_hash(params)
+    params = stages.IngestParams(data={"name": name, "path": None, "label_column": -1}, chunk_rows=chunk_rows)
+    key = stage_key(params)
     if store.has("ingest", key):
         log(f"{name}: already in {store_path}, skipped")
     else:
-        _ingest_with_progress(str(store.path), key, {"params": params}, source, chunk_rows)
+        _ingest_with_progress(str(store.path), key, {"params": hashed(params)}, params, source=source)
     a = store.open("ingest", key).attrs
     return a["n_samples"], a["n_features"]
 

@@ -106,11 +106,31 @@ def embed(P, k, *, solver="auto", random_state=0):
     return V
 
 
-def check_connected(K) -> int:
-    """Number of connected components of the graph of ``K`` (warns if > 1)."""
+def components(K):
+    """``(n_components, labels)`` of the graph of K's non-zero entries (dense or sparse, symmetric)."""
     from scipy.sparse.csgraph import connected_components
-    A = K if sp.issparse(K) else sp.csr_matrix(np.asarray(K) != 0)
-    ncomp, _ = connected_components(A, directed=False)
+    if sp.issparse(K):
+        return connected_components(sp.csr_matrix(K), directed=False)
+    from .spectral_numba import dense_components
+    A = np.asarray(K)
+    if A.dtype not in (np.float32, np.float64):
+        A = A.astype(np.float64)
+    labels = np.empty(A.shape[0], dtype=np.int64)
+    return int(dense_components(np.ascontiguousarray(A), labels)), labels
+
+
+def check_connected(K, what="affinity graph") -> int:
+    """Number of connected components of the graph of ``K``; one warning line when there are several.
+
+    Spectral clustering proceeds on a disconnected graph, but each component
+    adds an eigenvalue at the top of the spectrum, so k-means sees the
+    components before any structure inside them.
+    """
+    ncomp, labels = components(K)
     if ncomp > 1:
-        warnings.warn(f"affinity graph has {ncomp} connected components", RuntimeWarning, stacklevel=2)
+        sizes = np.bincount(labels)
+        warnings.warn(f"{what} has {ncomp} connected components (largest {int(sizes.max())}, "
+                      f"{int((sizes == 1).sum())} isolated points); clustering goes on, each component adds an "
+                      "eigenvalue at the top of the spectrum (raise n_neighbors or gamma to connect them)",
+                      RuntimeWarning, stacklevel=3)
     return ncomp

@@ -1,21 +1,142 @@
 """The pipeline's stages: each reads named arrays from the store and writes its own.
 
-Every stage function takes the store path, the keys of its inputs and its
-parameters, and is importable at module level so that it can be shipped to a
-``dask.distributed`` worker unchanged.  Stages that are data-parallel over row
-blocks build Dask graphs (whatever scheduler is active runs the blocks);
-stages that need all rows at once (normalisation in memory, eigenvectors,
-k-means restarts) run as one task.
+A stage instance is described by one frozen dataclass (``*Params`` below): it
+is both what is hashed into the instance's store key (:func:`stage_key`) and
+what the stage function receives, so key and behaviour cannot drift.  Fields
+marked :data:`RUNTIME` (a memory budget that only changes block sizes, with
+results equal to the bit) are passed but not hashed.
+
+:data:`STAGES` maps a stage name to its :class:`StageDef`: how to build its
+parameters for a chain step (from the config point, the method and the keys of
+its inputs), the stage function, the array it outputs and where it runs.
+Methods (:mod:`bigclust.methods`) declare which stages they chain; nothing
+here names a method.
+
+Every stage function ``fn(store_path, key, attrs, params, **runtime)`` is
+importable at module level so that it can be shipped to a ``dask.distributed``
+worker unchanged.  Stages that are data-parallel over row blocks build Dask
+graphs (whatever scheduler is active runs the blocks); stages that need all
+rows at once run as one task.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse as sp
 
+from .config import stable_hash
 from .errors import DataError, UserError
 from .store import Store, is_sparse, read_matrix, write_csr, write_dense
+
+#: metadata of a field that is passed to the stage but not hashed into its key
+RUNTIME = {"hash": False}
+
+
+def stage_key(p) -> str:
+    """The store key of a stage instance: a hash of its parameter dataclass (RUNTIME fields left out)."""
+    return stable_hash({f.name: getattr(p, f.name) for f in dataclasses.fields(p)
+                        if f.metadata.get("hash", True)})
+
+
+def hashed(p) -> dict:
+    """The hashed fields of a parameter dataclass (what the store records as the instance's params)."""
+    return {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.metadata.get("hash", True)}
+
+
+@dataclass(frozen=True)
+class IngestParams:
+    data: dict                                    # name / path (+ size, mtime) / label column
+    chunk_rows: int = field(default=4096, metadata=RUNTIME)
+
+
+@dataclass(frozen=True)
+class PreprocessParams:
+    input: str
+    l2_normalize: bool
+    pca: int
+    tfidf_local: str | None                       # None: no tf-idf (dense data, or [preprocess] tfidf = false)
+    tfidf_global: str | None
+    tfidf_normalize: bool | None
+    chunk_rows: int = field(default=4096, metadata=RUNTIME)
+
+
+@dataclass(frozen=True)
+class AffinityParams:
+    input: str
+    kind: str
+    dtype: str
+    gamma: float | None                           # None for the kinds without a width
+    n_neighbors: int | None                       # kNN only
+    seed: int | None                              # kNN only (approximate search)
+    chunk_rows: int = field(default=0, metadata=RUNTIME)   # rows per stored chunk (dense); values do not depend on it
+
+
+@dataclass(frozen=True)
+class EmbedParams:
+    inputs: tuple                                 # affinity keys (several when the method combines a sweep)
+    method: str
+    method_params: dict
+    k: int
+    eigensolver: str
+    in_memory: bool                               # from bigclust.plan; MBBS's G-step differs out of core
+    seed: int
+    max_memory: int = field(default=0, metadata=RUNTIME)
+
+
+@dataclass(frozen=True)
+class ClusterParams:
+    input: str
+    src: str                                      # stage of the input
+    array: str                                    # its array: X (data) or E (embedding)
+    k: int
+    n_init: int
+    max_iter: int
+    algorithm: str
+    minibatch_threshold: int | None               # None for algorithm = "lloyd"
+    batch_size: int | None
+    seed: int
+
+
+@dataclass
+class Context:
+    """What a stage's ``build`` sees for one chain step of one method instance."""
+
+    cfg: Any
+    store: Store
+    method: Any                                   # bigclust.methods.Method
+    params: Any                                   # its parameter dataclass
+    group: list                                   # config points used together (one unless the method combines)
+    info: dict                                    # ingest attrs (n_samples, n_classes, ...)
+    k: int
+
+    @property
+    def point(self) -> dict:
+        return self.group[0]
+
+
+@dataclass(frozen=True)
+class StageDef:
+    """A stage: ``build(ctx, src_stage, input_keys) -> [params, ...]``, its function, output and placement.
+
+    ``where``: ``"here"`` (a Dask graph or block loop in this process; gets
+    the client to spread blocks), ``"task"`` (needs every row at once: one
+    task, on a worker when a cluster is attached).  ``report``: attributes
+    copied into the run's record.
+    """
+
+    name: str
+    build: Callable
+    run: Callable
+    output: str
+    where: Callable = lambda p: "here"
+    report: tuple = ()
+    describe: Callable = lambda p: ""
+
 
 # -- ingest ---------------------------------------------------------------------
 
@@ -47,7 +168,7 @@ def _check_finite(X, row0, name):
         raise DataError(f"data set {name!r} has NaN or inf values (first in row {row0 + row})")
 
 
-def ingest(store_path, key, attrs, source, chunk_rows, progress=None):
+def ingest(store_path, key, attrs, p: IngestParams, *, source, progress=None, **_):
     """Stream ``source`` in row chunks into ``stages/ingest/<key>`` (arrays X, y).
 
     Dense X is appended chunk by chunk to a row-chunked zarr array, so the
@@ -55,7 +176,7 @@ def ingest(store_path, key, attrs, source, chunk_rows, progress=None):
     (text) X is stored as CSR parts.
     """
     store = Store(store_path)
-    info = source.info
+    info, chunk_rows = source.info, p.chunk_rows
     with store.write("ingest", key, attrs) as g:
         n_done = 0
         ys, sparse_parts = [], []
@@ -101,7 +222,7 @@ def _l2_block(X, block_info=None):
     return l2_normalize(X, row_offset=row0)
 
 
-def preprocess(store_path, key, attrs, in_key, params, chunk_rows):
+def preprocess(store_path, key, attrs, p: PreprocessParams, **_):
     """tf-idf (sparse text), L2 normalisation and PCA, into ``stages/preprocess/<key>``.
 
     Dense data are transformed block by block through Dask; sparse text
@@ -113,16 +234,18 @@ def preprocess(store_path, key, attrs, in_key, params, chunk_rows):
     from .preprocess import l2_normalize, pca_fit, pca_transform, tfidf
 
     store = Store(store_path)
-    src = store.open("ingest", in_key)
+    src = store.open("ingest", p.input)
+    params, chunk_rows = dataclasses.asdict(p), p.chunk_rows
     with store.write("preprocess", key, attrs) as g:
         if is_sparse(src, "X"):
             X = read_matrix(src, "X")
-            X, _ = tfidf(X, local=params["tfidf_local"], global_=params["tfidf_global"],
-                         normalize=params["tfidf_normalize"])
-            empty = np.flatnonzero(np.diff(X.indptr) == 0)
-            if empty.size:
-                raise DataError(f"{empty.size} document(s) have no terms left after stop words and "
-                                f"min_df (first: row {int(empty[0])}); they cannot be clustered")
+            if p.tfidf_local is not None:
+                X, _ = tfidf(X, local=params["tfidf_local"], global_=params["tfidf_global"],
+                             normalize=params["tfidf_normalize"])
+                empty = np.flatnonzero(np.diff(X.indptr) == 0)
+                if empty.size:
+                    raise DataError(f"{empty.size} document(s) have no terms left after stop words and "
+                                    f"min_df (first: row {int(empty[0])}); they cannot be clustered")
             if params["l2_normalize"]:
                 X = l2_normalize(X)
             if params["pca"]:
@@ -144,97 +267,72 @@ def preprocess(store_path, key, attrs, in_key, params, chunk_rows):
 # -- affinity -------------------------------------------------------------------
 
 
-def affinity(store_path, key, attrs, in_key, params, seed, max_memory=None):
-    """The kernel matrix K into ``stages/affinity/<key>`` (dense blocks or CSR)."""
+def affinity(store_path, key, attrs, p: AffinityParams, **_):
+    """The kernel matrix K into ``stages/affinity/<key>`` (dense row chunks or CSR)."""
     from .affinity import dense_kernel, knn_kernel
 
     store = Store(store_path)
-    X = read_matrix(store.open("preprocess", in_key), "X")
-    dtype = np.dtype(params["dtype"])
+    X = read_matrix(store.open("preprocess", p.input), "X")
+    dtype = np.dtype(p.dtype)
     with store.write("affinity", key, attrs) as g:
-        if params["kind"] == "knn":
-            K = knn_kernel(X, params["n_neighbors"], params["gamma"], random_state=seed, dtype=dtype)
+        if p.kind == "knn":
+            K = knn_kernel(X, p.n_neighbors, p.gamma, random_state=p.seed, dtype=dtype)
             write_csr(g, "K", K)
         else:
-            # row chunks small enough that the out-of-core passes can hold the blocks they need at once
-            # (three for BBS/SK, five for MBBS: plan_rows' n_buffers)
-            block_bytes = 64 << 20 if max_memory is None else int(min(64 << 20, max(1, max_memory // 6)))
-            K = dense_kernel(X, params["kind"], params["gamma"], dtype=dtype, block_bytes=block_bytes)
+            K = dense_kernel(X, p.kind, 1.0 if p.gamma is None else p.gamma, dtype=dtype,
+                             block_bytes=p.chunk_rows * X.shape[0] * dtype.itemsize)
             write_dense(g, "K", K, chunk_rows=K.chunks[0][0], compress=False)
 
 
 # -- normalise + embed ----------------------------------------------------------
 
 
-def embed(store_path, key, attrs, aff_key, method, params, k, y, max_memory, seed):
-    """Normalise K with ``method`` and write the row-normalised spectral embedding.
+def embed(store_path, key, attrs, p: EmbedParams, *, y=None, client=None, **_):
+    """Normalise the kernel(s) with the method's hook and write the row-normalised spectral embedding.
 
     The normalised matrix P itself is not persisted: it is n x n like K and
-    only its top eigenvectors are used, so storing one per (method, γ) would
-    multiply the store's size for nothing.  Its quality (MB, MC), the solver's
-    convergence and the MB/MC history are kept as attributes.
+    only its top eigenvectors are used.  Its quality (MB, MC), the solver's
+    convergence and the MB/MC history are kept as attributes.  Out of core
+    (``p.in_memory`` false) K stays in zarr and the method's streaming hook
+    runs; with a distributed ``client`` its block passes are cluster tasks.
     """
-    from .normalize import normalize
+    from . import methods
+    from .spectral import check_connected, components
 
+    m = methods.get(p.method)
+    mp = m.make(p.method_params)
     store = Store(store_path)
-    ga = store.open("affinity", aff_key)
-    sparse = is_sparse(ga, "K")
-    n = ga["K"]["indptr"].shape[0] - 1 if sparse else ga["K"].shape[0]
-    itemsize = ga["K"]["data"].dtype.itemsize if sparse else ga["K"].dtype.itemsize
-    if not sparse and 2 * n * n * itemsize > max_memory:  # K and the working copy G
-        raise UserError(f"dense normalisation of n={n} needs {2 * n * n * itemsize / 1e9:.1f} GB > "
-                        "[store] max_memory; raise max_memory or use [affinity] kind = \"knn\"")
-    K = read_matrix(ga, "K")  # float32 kernels stay float32 (half the bytes per pass)
+    groups = [store.open("affinity", a) for a in p.inputs]
+    if len({is_sparse(g, "K") for g in groups}) > 1:
+        raise UserError(f"{p.method} needs kernels that are all dense or all sparse")
     t0 = time.perf_counter()
-    mparams = _method_params(method, params)
-    P, info = normalize(K, method, y=y if params["record_every"] else None,
-                        record_every=params["record_every"], return_info=True, **mparams)
-    _embed_and_write(store, key, attrs, P, info, time.perf_counter() - t0, k, y, params, seed)
+    if not p.in_memory:
+        with store.write("embed", key, attrs) as g:
+            P, scale, info, extra = m.normalize_ooc([gr["K"] for gr in groups], g, mp, y, p.max_memory, client)
+            _embed_streamed(g, P, scale, info, time.perf_counter() - t0, p, y, **extra, **_alpha(info))
+        return
+    Ks = [read_matrix(gr, "K") for gr in groups]  # float32 kernels stay float32 (half the bytes per pass)
+    # disconnected graphs are said before the eigensolver meets them (DESIGN.md 3.8); a kNN
+    # kernel said so when it was built (naming the cause: n_neighbors or gamma)
+    n_in = [components(K)[0] if sp.issparse(K) else check_connected(K) for K in Ks]
+    P, info = m.normalize(Ks if m.combine else Ks[0], mp, y)
+    t_norm = time.perf_counter() - t0
+    extra = _alpha(info)
+    n_out = components(P)[0]
+    extra["components"] = [max(n_in), n_out]
+    if n_out > max(n_in):
+        warnings.warn(f"{p.method} split the affinity graph: {max(n_in)} connected component(s) before, {n_out} "
+                      "after normalisation; each component adds an eigenvalue at the top of the spectrum, "
+                      "so the embedding sees them as separate clusters", RuntimeWarning, stacklevel=2)
+    _embed_and_write(store, key, attrs, P, info, t_norm, p, y, **extra)
 
 
-def embed_ooc(store_path, key, attrs, aff_key, method, params, k, y, max_memory, seed, client=None):
-    """Normalise and embed a dense K that does not fit ``max_memory``, streaming row blocks.
-
-    K stays in zarr; SK and BBS (the paper's alternating Alg. 1) write their
-    iterate into a scratch array of this stage, the spectral step runs ARPACK
-    on an operator that streams that array, and the scratch array is deleted
-    before the stage is committed (it is n x n, like K).  Ncut (also iterated)
-    only scales K: ``diag(d) K diag(d)`` is applied as an operator and never
-    written.  Memory is a few row blocks whatever n.  With a distributed
-    ``client`` the block passes run as tasks on the cluster.
-    """
-    from .normalize_ooc import bbs_blocked, blocked_matvec_operator, create_like, sinkhorn_blocked
-
-    store = Store(store_path)
-    K = store.open("affinity", aff_key)["K"]
-    n = K.shape[0]
-    if method == "bbs" and params["solver"] != "alternating":
-        raise UserError(f"out-of-core BBS (n={n} does not fit [store] max_memory) supports solver = "
-                        f"\"alternating\" only, not {params['solver']!r}; raise max_memory or use kind = \"knn\"")
-    tol = params["tol"] or None
-    with store.write("embed", key, attrs) as g:
-        t0 = time.perf_counter()
-        P, scale, info = K, None, None
-        if method == "sk":
-            P = create_like(K, g, "P_scratch")
-            info = sinkhorn_blocked(K, P, n_iter=params["n_iter"], tol=tol, max_memory=max_memory, client=client)
-        elif method == "bbs":
-            P = create_like(K, g, "P_scratch")
-            info = bbs_blocked(K, P, n_iter=params["n_iter"], tol=tol, max_memory=max_memory,
-                               y=y if params["record_every"] else None, record_every=params["record_every"],
-                               client=client)
-        elif method == "ncut" and params["ncut_iter"] == 1:  # D^-1/2 K D^-1/2; K may have negative entries
-            deg = blocked_matvec_operator(K, max_memory=max_memory) @ np.ones(n)
-            if np.any(deg <= 0):
-                raise DataError(f"K has a row with non-positive sum (row {int(np.argmin(deg))}); Ncut needs D > 0")
-            scale = 1.0 / np.sqrt(deg)
-        elif method == "ncut":  # iterated Ncut is the symmetric Sinkhorn iteration from d = 1
-            info = sinkhorn_blocked(K, None, n_iter=params["ncut_iter"], max_memory=max_memory, client=client)
-            scale = info.mu
-        _embed_streamed(g, P, scale, info, time.perf_counter() - t0, k, y, max_memory, seed)
+def _alpha(info):
+    alpha = getattr(info, "alpha", None)
+    return {} if alpha is None else {"alpha": [float(a) for a in alpha]}
 
 
-def _embed_streamed(g, P, scale, info, t_norm, k, y, max_memory, seed, **extra):
+def _embed_streamed(g, P, scale, info, t_norm, p: EmbedParams, y, **extra):
     """Eigenvectors of the zarr ``P`` (times ``diag(scale)`` on both sides) by streaming, MB/MC, and the stage.
 
     Deletes the scratch arrays (``*_scratch``) of the stage group ``g`` before
@@ -243,18 +341,19 @@ def _embed_streamed(g, P, scale, info, t_norm, k, y, max_memory, seed, **extra):
     from scipy.sparse.linalg import LinearOperator
 
     from .normalize import quality_from_sums, quality_partial
-    from .normalize_ooc import blocked_matvec_operator, plan_rows
+    from .normalize_ooc import blocked_matvec_operator
+    from .plan import consumer_rows
     from .spectral import embed as spectral_embed
 
     n = P.shape[0]
-    op = blocked_matvec_operator(P, max_memory=max_memory)
+    op = blocked_matvec_operator(P, max_memory=p.max_memory)
     if scale is not None:
         base = op
         op = LinearOperator((n, n), matvec=lambda v: scale * (base @ (scale * np.ravel(v))), dtype=np.float64)
-    E = spectral_embed(op, k, solver="eigsh", random_state=seed)
+    E = spectral_embed(op, p.k, solver="eigsh", random_state=p.seed)
     mb = mc = float("nan")
     if y is not None:  # one more streaming pass for MB and MC
-        rows = plan_rows(n, 8, max_memory, n_buffers=2)
+        rows = consumer_rows("operator", n, 8, p.max_memory)
         rs, rc = np.empty(n), np.empty(n)
         for r0 in range(0, n, rows):
             blk = np.asarray(P[r0:r0 + rows], dtype=np.float64)
@@ -273,101 +372,126 @@ def _embed_streamed(g, P, scale, info, t_norm, k, y, max_memory, seed, **extra):
                     "history": [list(map(float, h)) for h in (info.history if info else [])], **extra})
 
 
-def embed_multi(store_path, key, attrs, aff_keys, params, k, y, max_memory, seed, client=None):
-    """MBBS (paper 000 section V) over several kernels, then the spectral embedding.
-
-    The kernels are the affinities of a γ sweep; their learnt weights
-    ``alpha`` are kept as an attribute.  In memory the G-step is the exact
-    dual BBS; when the m dense kernels do not fit ``max_memory`` they stay in
-    zarr and the G-step is the paper's Alg. 1 out of core (``n_iter`` passes).
-    """
-    from .normalize import mbbs
-
-    store = Store(store_path)
-    groups = [store.open("affinity", a) for a in aff_keys]
-    if any(is_sparse(g, "K") for g in groups) and not all(is_sparse(g, "K") for g in groups):
-        raise UserError("MBBS needs kernels that are all dense or all sparse")
-    if not is_sparse(groups[0], "K") and mbbs_out_of_core(groups[0]["K"].shape[0], len(groups), max_memory):
-        return _embed_multi_ooc(store, key, attrs, [g["K"] for g in groups], params, k, y, max_memory, seed,
-                                    client)
-    Ks = [read_matrix(g, "K") for g in groups]
-    Ks = [K.astype(np.float64) for K in Ks]
-    t0 = time.perf_counter()
-    P, info = mbbs(Ks, lam=params["lam"], n_outer=params["mbbs_outer"], solver="dual",
-                   n_iter=100, tol=1e-6, return_info=True)
-    _embed_and_write(store, key, attrs, P, info, time.perf_counter() - t0, k, y, params, seed,
-                     alpha=[float(a) for a in info.alpha])
-
-
-def mbbs_out_of_core(n, m, max_memory) -> bool:
-    """Whether in-memory MBBS on m dense n x n kernels (and their sum and G, float64) exceeds ``max_memory``."""
-    return (m + 2) * n * n * 8 > max_memory
-
-
-def _embed_multi_ooc(store, key, attrs, Ks, params, k, y, max_memory, seed, client):
-    from .normalize_ooc import create_like, mbbs_blocked
-
-    with store.write("embed", key, attrs) as g:
-        t0 = time.perf_counter()
-        G = create_like(Ks[0], g, "G_scratch", np.float64)
-        info = mbbs_blocked(Ks, G, create_like(Ks[0], g, "Kbar_scratch", np.float64), lam=params["lam"],
-                            n_outer=params["mbbs_outer"], n_iter=params["n_iter"], max_memory=max_memory,
-                            client=client)
-        _embed_streamed(g, G, None, info, time.perf_counter() - t0, k, y, max_memory, seed,
-                        alpha=[float(a) for a in info.alpha], mbbs_solver="alternating-ooc")
-
-
-def _embed_and_write(store, key, attrs, P, info, t_norm, k, y, params, seed, **extra):
+def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, y, **extra):
     """Quality, spectral embedding and the stage's arrays/attributes for an in-memory P."""
     from .normalize import quality
     from .spectral import embed as spectral_embed
 
     mb, mc = quality(P, y) if y is not None else (float("nan"), float("nan"))
-    E = spectral_embed(P, k, solver=params["eigensolver"], random_state=seed)
+    E = spectral_embed(P, p.k, solver=p.eigensolver, random_state=p.seed)
     with store.write("embed", key, attrs) as g:
         write_dense(g, "E", E)
         g.attrs.update({"normalize_seconds": t_norm, "MB": float(mb), "MC": float(mc),
                         "norm_n_iter": int(info.n_iter), "norm_converged": bool(info.converged),
-                        "row_err": float(info.row_err),
+                        "row_err": float(info.row_err), "out_of_core": False,
                         "history": [list(map(float, h)) for h in info.history], **extra})
-
-
-def _method_params(method, params):
-    if method == "bbs":
-        return {"solver": params["solver"], "n_iter": params["n_iter"], "tol": params["tol"] or None}
-    if method == "sk":
-        return {"n_iter": params["n_iter"], "tol": params["tol"] or None}
-    if method == "ncut":
-        return {"n_iter": params["ncut_iter"]}
-    return {}
 
 
 # -- cluster --------------------------------------------------------------------
 
 
-def cluster(store_path, key, attrs, src_stage, src_key, array, params, k):
+def cluster(store_path, key, attrs, p: ClusterParams, **_):
     """k-means with restarts (or mini-batch) on an embedding or on the data itself."""
     from .kmeans import kmeans, minibatch_kmeans
 
     store = Store(store_path)
-    g_in = store.open(src_stage, src_key)
-    sparse = is_sparse(g_in, array)
-    n = g_in[array]["indptr"].shape[0] - 1 if sparse else g_in[array].shape[0]
-    algo = params["algorithm"]
+    g_in = store.open(p.src, p.input)
+    sparse = is_sparse(g_in, p.array)
+    n = g_in[p.array]["indptr"].shape[0] - 1 if sparse else g_in[p.array].shape[0]
+    algo = p.algorithm
     if algo == "auto":  # sparse data (documents) stay sparse in Lloyd, which is exact and O(nnz k) per pass
-        algo = "minibatch" if n > params["minibatch_threshold"] and not sparse else "lloyd"
+        algo = "minibatch" if n > p.minibatch_threshold and not sparse else "lloyd"
     if algo == "lloyd":
-        X = read_matrix(g_in, array)
-        res = kmeans(X, k, n_init=params["n_init"], max_iter=params["max_iter"], random_state=params["seed"])
+        X = read_matrix(g_in, p.array)
+        res = kmeans(X, p.k, n_init=p.n_init, max_iter=p.max_iter, random_state=p.seed)
     else:
         # mini-batch reads only sampled rows and then one row chunk at a time from zarr;
         # sparse data are densified one batch (or final-pass block) at a time
-        X = read_matrix(g_in, array, lazy=not sparse)
+        X = read_matrix(g_in, p.array, lazy=not sparse)
         import dask
         with dask.config.set(scheduler="synchronous"):  # zarr reads; may run inside a worker task
-            res = minibatch_kmeans(X, k, n_init=params["n_init"], batch_size=params["batch_size"],
-                                   max_iter=params["max_iter"], random_state=params["seed"])
+            res = minibatch_kmeans(X, p.k, n_init=p.n_init, batch_size=p.batch_size,
+                                   max_iter=p.max_iter, random_state=p.seed)
     with store.write("cluster", key, attrs) as g:
         write_dense(g, "labels", res.labels.astype(np.int32))
         write_dense(g, "inertia", res.inertia)
         g.attrs.update({"algorithm": algo, "best": int(res.best), "n_empty_reseeded": int(res.n_empty_reseeded)})
+
+
+# -- building each stage's parameters for a chain step -----------------------------------------------
+
+
+def _build_affinity(ctx: Context, src, inputs):
+    """One kernel per config point of the instance (several when the method combines a γ sweep)."""
+    from .plan import kernel_chunk_rows
+
+    (pre_key,) = inputs
+    out = []
+    for point in ctx.group:
+        a = point["affinity"]
+        knn = a["kind"] == "knn"
+        itemsize = np.dtype(a["dtype"]).itemsize
+        out.append(AffinityParams(
+            input=pre_key, kind=a["kind"], dtype=a["dtype"],
+            gamma=a["gamma"] if a["kind"] in ("gaussian", "knn") else None,
+            n_neighbors=a["n_neighbors"] if knn else None, seed=point["cluster"]["seed"] if knn else None,
+            chunk_rows=0 if knn else kernel_chunk_rows(ctx.info["n_samples"], itemsize, ctx.cfg.max_memory)))
+    return out
+
+
+def _build_embed(ctx: Context, src, inputs):
+    from .plan import normalize_plan
+
+    n, emb = ctx.info["n_samples"], ctx.point["embed"]
+    ncomp = emb["n_components"] or ctx.k
+    if ncomp >= n:
+        raise UserError(f"{ctx.cfg.path}: [embed] n_components={ncomp} must be below n={n}")
+    K = ctx.store.open("affinity", inputs[0])["K"]
+    sparse = K.attrs.get("format") == "csr"
+    itemsize = np.dtype(ctx.point["affinity"]["dtype"]).itemsize
+    in_memory = sparse or normalize_plan(n, itemsize, ctx.cfg.max_memory, n_kernels=len(inputs)).in_memory
+    return [EmbedParams(inputs=tuple(inputs), method=ctx.method.name, method_params=dataclasses.asdict(ctx.params),
+                        k=ncomp, eigensolver=emb["eigensolver"], in_memory=in_memory,
+                        seed=ctx.point["cluster"]["seed"], max_memory=ctx.cfg.max_memory)]
+
+
+def _build_cluster(ctx: Context, src, inputs):
+    (key,) = inputs
+    cl = ctx.point["cluster"]
+    lloyd = cl["algorithm"] == "lloyd"
+    return [ClusterParams(input=key, src=src, array=STAGES[src].output if src in STAGES else "X", k=ctx.k,
+                          n_init=cl["n_init"], max_iter=cl["max_iter"], algorithm=cl["algorithm"],
+                          minibatch_threshold=None if lloyd else cl["minibatch_threshold"],
+                          batch_size=None if lloyd else cl["batch_size"], seed=cl["seed"])]
+
+
+def _show(p) -> str:
+    return " ".join(f"{k}={v}" for k, v in hashed(p).items()
+                    if v is not None and k not in ("input", "inputs", "src", "array", "method_params"))
+
+
+STAGES: dict[str, StageDef] = {}
+
+
+def register_stage(sd: StageDef, *, replace: bool = False) -> StageDef:
+    """Add a stage a method can chain (a new family may bring its own, e.g. NMF's factorisation)."""
+    if not replace and sd.name in STAGES:
+        raise ValueError(f"stage {sd.name!r} is already registered")
+    STAGES[sd.name] = sd
+    return sd
+
+
+register_stage(StageDef("affinity", _build_affinity, affinity, "K",
+                        # dense kernels are Dask graphs of row blocks; the kNN graph needs every row in one process
+                        where=lambda p: "task" if p.kind == "knn" else "here",
+                        describe=lambda p: _show(p)))
+register_stage(StageDef("embed", _build_embed, embed, "E",
+                        where=lambda p: "task" if p.in_memory else "here",
+                        report=("MB", "MC", "norm_n_iter", "row_err", "history", "alpha", "components"),
+                        describe=lambda p: _fmt(p.method_params) + ("" if p.in_memory else " (out of core)")))
+register_stage(StageDef("cluster", _build_cluster, cluster, "labels", where=lambda p: "task",
+                        describe=lambda p: f"k={p.k}"))
+
+
+def _fmt(d: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in d.items())

@@ -26,10 +26,10 @@ def test_defaults_and_single_point():
 
 
 def test_sweep_grid_is_cartesian_product():
-    c = cfg(affinity={"gamma": [1024, 1, 0.25]}, method={"n_iter": [10, 20]})
+    c = cfg(affinity={"gamma": [1024, 1, 0.25]}, bbs={"n_iter": [10, 20]})
     pts = list(c.points())
     assert len(pts) == 6
-    assert {(p["affinity"]["gamma"], p["method"]["n_iter"]) for p in pts} == \
+    assert {(p["affinity"]["gamma"], p["bbs"]["n_iter"]) for p in pts} == \
         {(g, it) for g in (1024.0, 1.0, 0.25) for it in (10, 20)}
     assert all(isinstance(p["affinity"]["gamma"], float) for p in pts)
 
@@ -49,7 +49,13 @@ def test_hash_depends_on_content_not_spelling():
     ({"cluster": {"n_init": True}}, "[cluster] n_init: expected an integer"),
     ({"cluster": {"n_clusters": 1}}, "[cluster] n_clusters: expected 0 (= number of classes) or >= 2"),
     ({"method": {"names": ["bbs", "spectral"]}}, "[method] names: expected a non-empty list"),
-    ({"method": {"solver": "newton"}}, "[method] solver: expected one of"),
+    ({"bbs": {"solver": "newton"}}, "[bbs] solver: expected one of"),
+    ({"method": {"names": ["bbs", "bbs"]}}, "lists a method twice"),
+    ({"method": {"solver": "dual"}}, "[method] solver has moved to the method sections: [bbs] solver"),
+    ({"method": {"ncut_iter": 3}}, "[method] ncut_iter has moved to the method sections: [ncut] n_iter"),
+    ({"cluster": {"kmeans_n_init": 3}}, "[cluster] kmeans_n_init has moved to the method sections: [kmeans] n_init"),
+    ({"sk": {"solver": "dual"}}, "unknown key [sk] 'solver'"),
+    ({"mbbs": {"lam": 0}}, "[mbbs] lam: expected > 0"),
     ({"store": {"max_memory": "lots"}}, "[store] max_memory"),
     ({"store": {"path": ["a", "b"]}}, "[store] path: cannot be swept"),
     ({"data": {"name": "nosuchset"}}, "unknown data set"),

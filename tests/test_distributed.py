@@ -21,7 +21,7 @@ def test_local_cluster_labels_equal_local_run(tmp_path, make_config):
     np.savez(p, X=X, y=y)
     cfg = make_config(p)
     cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]',
-                                           'names = ["kmeans", "ra", "ncut", "sk", "bbs"]\nn_iter = 50')
+                                           'names = ["kmeans", "ra", "ncut", "sk", "bbs"]\n[sk]\nn_iter = 50\n[bbs]\nn_iter = 50')
                    .replace("gamma = 1.0", "gamma = [1.0, 0.25]").replace('kind = "gaussian"', ""))
     local = run(cfg, out=str(tmp_path / "o_local"))
     labels_local = _labels(tmp_path / "store.zarr")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from bigclust import normalize_numba as nb
+from bigclust.normalize import _numba as nb
 from bigclust.normalize import bbs, quality
 
 

@@ -9,8 +9,8 @@ from scipy.sparse.linalg import eigsh
 
 from bigclust.errors import DataError, UserError
 from bigclust.normalize import NormalizeConvergenceWarning, bbs, mbbs, ncut, sinkhorn
-from bigclust.normalize_ooc import (bbs_blocked, blocked_matvec_operator, create_like, mbbs_blocked, plan_rows,
-                                    row_blocks, sinkhorn_blocked)
+from bigclust.blocks import create_like
+from bigclust.normalize_ooc import bbs_blocked, blocked_matvec_operator, mbbs_blocked, sinkhorn_blocked
 
 N = 61  # prime: no block size divides it
 
@@ -34,36 +34,6 @@ def _zarr(tmp_path, K, chunk_rows, name="K"):
 def _budget(rows, n=N, itemsize=8):
     """max_memory giving exactly ``rows`` rows per block (3 buffers)."""
     return 3 * rows * n * itemsize
-
-
-# -- planning arithmetic ---------------------------------------------------------------
-
-
-def test_plan_rows_arithmetic():
-    assert plan_rows(1000, 8, 3 * 8 * 1000 * 10) == 10
-    assert plan_rows(1000, 8, 3 * 8 * 1000 * 10 + 8 * 1000 * 3 - 1) == 10  # floor
-    assert plan_rows(1000, 4, 3 * 8 * 1000 * 10) == 20
-    assert plan_rows(1000, 8, 8 * 1000 * 10, n_buffers=1) == 10
-    assert plan_rows(100, 8, 10**12) == 100  # never more than n
-    assert plan_rows(30000, 8, "1GB") == 10**9 // (3 * 30000 * 8) == 1388
-    assert plan_rows(30000, 8, "1GiB") == 2**30 // (3 * 30000 * 8)
-    with pytest.raises(UserError, match="cannot hold 3 rows"):
-        plan_rows(1000, 8, 3 * 8 * 1000 - 1)
-    with pytest.raises(UserError):
-        plan_rows(1000, 8, "lots")
-    with pytest.raises(UserError):
-        plan_rows(1000, 8, 0)
-
-
-def test_row_blocks_are_whole_chunks():
-    assert row_blocks(10, 3, 7) == [(0, 6), (6, 10)]
-    assert row_blocks(10, 3, 2) == [(0, 3), (3, 6), (6, 9), (9, 10)]  # at least one chunk
-    assert row_blocks(10, 1, 4) == [(0, 4), (4, 8), (8, 10)]
-    assert row_blocks(5, 5, 100) == [(0, 5)]
-    for n, c, r in [(61, 3, 7), (61, 7, 7), (61, 1, 1), (61, 61, 5)]:
-        b = row_blocks(n, c, r)
-        assert b[0][0] == 0 and b[-1][1] == n and all(x[1] == y[0] for x, y in zip(b, b[1:]))
-        assert all(r0 % c == 0 for r0, _ in b)
 
 
 # -- BBS -----------------------------------------------------------------------------------

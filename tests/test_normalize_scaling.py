@@ -3,7 +3,7 @@ update, the direct Ncut formula, blocked kernels."""
 import numpy as np
 import pytest
 
-from bigclust import normalize_numba as nb
+from bigclust.normalize import _numba as nb
 from bigclust.normalize import ncut, quality, sinkhorn
 
 # paper 000, section I.B: A, its row normalisation, then its column normalisation, and the limit P

@@ -154,7 +154,7 @@ def test_kill_minus_9_mid_stage_then_resume(tmp_path, make_config):
     np.savez(p, X=X, y=y)
     cfg = make_config(p)
     cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]',
-                                           'names = ["bbs"]\nn_iter = 3000\nsolver = "alternating"'))
+                                           'names = ["bbs"]\n[bbs]\nn_iter = 3000\nsolver = "alternating"'))
     proc = subprocess.Popen([sys.executable, "-m", "bigclust.cli", "pipeline", "run", str(cfg)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     tmpdir = tmp_path / "store.zarr" / "tmp"
@@ -173,7 +173,7 @@ def test_kill_minus_9_mid_stage_then_resume(tmp_path, make_config):
 
 
 def test_mbbs_over_gamma_sweep(tmp_path, blob_file, make_config):
-    cfg = _with(make_config(blob_file), 'names = ["kmeans", "ra", "ncut"]', 'names = ["ra", "mbbs"]\nlam = 5.0')
+    cfg = _with(make_config(blob_file), 'names = ["kmeans", "ra", "ncut"]', 'names = ["ra", "mbbs"]\n[mbbs]\nlam = 5.0')
     cfg = _with(cfg, "gamma = 1.0", "gamma = [2.0, 0.5]")
     recs = run(cfg)
     m = [r for r in recs if r["method"] == "mbbs"]
@@ -198,7 +198,7 @@ def test_minibatch_kmeans_selected_by_config_and_threshold(tmp_path, blob_file, 
 
 def test_knn_affinity_sparse_path(tmp_path, blob_file, make_config):
     cfg = _with(make_config(blob_file), 'names = ["kmeans", "ra", "ncut"]',
-                'names = ["ra", "ncut", "sk", "bbs"]\nsolver = "dual"')
+                'names = ["ra", "ncut", "sk", "bbs"]\n[bbs]\nsolver = "dual"')
     cfg = _with(cfg, "gamma = 1.0", 'gamma = 1.0\nkind = "knn"\nn_neighbors = 10')
     recs = run(cfg)
     assert [r["method"] for r in recs] == ["ra", "ncut", "sk", "bbs"]
@@ -214,7 +214,7 @@ def test_out_of_core_path_equals_in_memory(tmp_path, make_config):
     X, y = blobs(n=400, k=3, d=5, seed=4, sep=3.0)
     p = tmp_path / "d.npz"
     np.savez(p, X=X, y=y)
-    body = lambda cfg: _with(cfg, 'names = ["kmeans", "ra", "ncut"]', 'names = ["ra", "ncut", "sk", "bbs"]\nn_iter = 30')
+    body = lambda cfg: _with(cfg, 'names = ["kmeans", "ra", "ncut"]', 'names = ["ra", "ncut", "sk", "bbs"]\n[sk]\nn_iter = 30\n[bbs]\nn_iter = 30')
     mem = run(body(make_config(p)), out=str(tmp_path / "o_mem"))
     # 400 x 400 float64 = 1.28 MB: a 1 MB budget forces streaming in row blocks
     ooc_cfg = body(make_config(p, name="ooc.toml"))
@@ -228,7 +228,7 @@ def test_out_of_core_path_equals_in_memory(tmp_path, make_config):
         assert a["MB"] == pytest.approx(b["MB"], rel=1e-6, abs=1e-12)
         assert a["MC"] == pytest.approx(b["MC"], rel=1e-6, abs=1e-12)
         assert a["acc_avg"] == pytest.approx(b["acc_avg"], abs=1e-9)
-    bad = _with(ooc_cfg, "n_iter = 30", 'n_iter = 30\nsolver = "dual"')
+    bad = _with(ooc_cfg, "[bbs]\nn_iter = 30", '[bbs]\nn_iter = 30\nsolver = "dual"')
     with pytest.raises(UserError, match="supports solver"):
         run(bad, out=str(tmp_path / "o_bad"))
 
@@ -240,7 +240,7 @@ def test_out_of_core_iterated_ncut_and_mbbs(tmp_path, make_config):
     p = tmp_path / "d.npz"
     np.savez(p, X=X, y=y)
     body = lambda cfg: _with(_with(cfg, 'names = ["kmeans", "ra", "ncut"]',
-                                   'names = ["ncut", "mbbs"]\nncut_iter = 3\nn_iter = 20\nlam = 30000.0\nmbbs_outer = 4'),
+                                   'names = ["ncut", "mbbs"]\n[ncut]\nn_iter = 3\n[mbbs]\nn_iter = 20\nlam = 30000.0\nn_outer = 4'),
                              "gamma = 1.0", "gamma = [1.0, 4.0]")
     mem = run(body(make_config(p)), out=str(tmp_path / "o_mem"))
     ooc_cfg = _with(body(make_config(p, name="ooc.toml")), 'path = "store.zarr"',
@@ -266,7 +266,7 @@ def test_out_of_core_iterated_ncut_and_mbbs(tmp_path, make_config):
 
 def test_cli_solver_warning_is_one_line(tmp_path, blob_file, make_config):
     # 3 iterations of Alg. 1 cannot reach 1e-12: the run finishes and says so in one line
-    cfg = _with(make_config(blob_file), 'names = ["kmeans", "ra", "ncut"]', 'names = ["bbs"]\nn_iter = 3\ntol = 1e-12')
+    cfg = _with(make_config(blob_file), 'names = ["kmeans", "ra", "ncut"]', 'names = ["bbs"]\n[bbs]\nn_iter = 3\ntol = 1e-12')
     r = _cli("pipeline", "run", str(cfg))
     assert r.returncode == 0, r.stderr
     warn = [ln for ln in r.stderr.splitlines() if "did not converge" in ln]

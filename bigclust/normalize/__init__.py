@@ -10,7 +10,7 @@ submodules derive it.
 
 Every function takes a dense ndarray or a scipy.sparse matrix and returns the
 same kind; sparse input is normalised on its stored pattern at O(nnz) per
-pass.  The Numba kernels live in :mod:`bigclust.normalize_numba` and are
+pass.  The Numba kernels live in :mod:`bigclust.normalize._numba` and are
 imported on first use.
 """
 from __future__ import annotations

@@ -71,7 +71,7 @@ PARALLEL_MIN_NNZ = 1 << 16
 
 def kernels():
     """The dense Numba kernels, imported on first use so ``import bigclust`` stays fast."""
-    from .. import normalize_numba
+    from . import _numba as normalize_numba
 
     return normalize_numba
 

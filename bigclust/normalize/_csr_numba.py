@@ -1,6 +1,6 @@
 """Numba kernels over CSR matrices: sparse BBS, signless-Laplacian CG, class sums.
 
-The dense kernels are in :mod:`bigclust.normalize_numba`; these are their
+The dense kernels are in :mod:`bigclust.normalize._numba`; these are their
 O(nnz) counterparts for a kernel K stored as CSR (``data``, ``indices``,
 ``indptr``; sorted indices, symmetric pattern) and work on the stored entries
 only.  Conventions as there: preallocated outputs, float64 accumulation,
@@ -14,8 +14,8 @@ spin-waits fight for the cores (we measured 20x slow-downs on 2 cores).
 import numpy as np
 from numba import prange
 
-from .._numba import njit
-from ..normalize_numba import _pos_shift
+from .._jit import njit
+from ._numba import _pos_shift
 
 #: row ranges per parallel product: cheap to schedule, balanced enough
 _CHUNKS = 64
@@ -131,7 +131,7 @@ def cg_csr(indptr, indices, data, mu, active, shift, b, x, dinv, rtol, maxiter, 
 def csr_dual_eval(data, indices, indptr, mu, r_out, sq_out, cnt_out):
     """Row sums, row sums of squares and active counts of ``max(K + mu_i + mu_j, 0)`` on E.
 
-    The sparse counterpart of ``normalize_numba.bbs_dual_eval``; all OUT (n,).
+    The sparse counterpart of ``_numba.bbs_dual_eval``; all OUT (n,).
     """
     for i in prange(indptr.shape[0] - 1):
         mi = mu[i]

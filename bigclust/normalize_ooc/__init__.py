@@ -4,7 +4,8 @@ When ``n^2`` entries do not fit ``max_memory``, K (read only) and the iterate
 (G for BBS, P for Sinkhorn) are zarr arrays chunked by rows.  Each iteration
 reads every row block once, runs the in-memory solver's Numba kernel on it and
 (for BBS) writes it back; only length-``n`` vectors persist between blocks, so
-memory is a few blocks whatever ``n`` (:func:`plan_rows`, DESIGN.md 3.7).
+memory is a few blocks whatever ``n`` (:mod:`bigclust.plan`, DESIGN.md 3.7); the
+streaming itself is :mod:`bigclust.blocks`, shared with the other method families.
 
 The results equal the in-memory ones bit for bit: every kernel works row by
 row from the *full* vectors (``r`` and ``S`` for BBS, ``d`` for Sinkhorn), so
@@ -21,9 +22,8 @@ block per pass: it reads its block from the (shared) store, runs the serial
 blocks are whole chunks of the written array, so no two writers share a chunk
 (one level of parallelism, DESIGN.md 3.3).
 """
-from ._io import N_SYMMETRY_ROWS, create_like, parse_memory, plan_rows, row_blocks
+from ._io import N_SYMMETRY_ROWS
 from ._operator import blocked_matvec_operator
 from ._solvers import bbs_blocked, mbbs_blocked, sinkhorn_blocked
 
-__all__ = ["N_SYMMETRY_ROWS", "bbs_blocked", "blocked_matvec_operator", "create_like", "mbbs_blocked",
-           "parse_memory", "plan_rows", "row_blocks", "sinkhorn_blocked"]
+__all__ = ["N_SYMMETRY_ROWS", "bbs_blocked", "blocked_matvec_operator", "mbbs_blocked", "sinkhorn_blocked"]

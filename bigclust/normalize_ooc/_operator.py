@@ -4,11 +4,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DataError
-from ._io import _blocks, _reader, plan_rows
+from ..blocks import blocks_for, budget, reader
+from ..plan import consumer_rows
 
 
 def _nb():
-    from .. import normalize_numba
+    from ..normalize import _numba as normalize_numba
 
     return normalize_numba
 
@@ -38,8 +39,9 @@ def blocked_matvec_operator(P, *, max_memory=None):
         raise DataError(f"P must be a non-empty square 2-D zarr array, got shape {getattr(P, 'shape', None)}")
     n = P.shape[0]
     dt = np.dtype(P.dtype) if np.dtype(P.dtype) in (np.float32, np.float64) else np.dtype(np.float64)
-    blocks = _blocks(P, plan_rows(n, 8, max_memory, n_buffers=2) if max_memory is not None else P.chunks[0])
-    read = _reader(P, blocks, dt)
+    blocks = blocks_for(P, consumer_rows("operator", n, 8, budget(max_memory)) if max_memory is not None
+                       else P.chunks[0])
+    read = reader(P, blocks, dt)
 
     class _BlockedOperator(LinearOperator):
         passes, buf = 0, None

@@ -5,11 +5,13 @@ import numpy as np
 
 from ..errors import DataError, UserError
 from ..normalize import NormalizeInfo
-from ._io import _blocks, _check, _check_args, _first_pass, _not_converged, _read, _run, _scan_part, plan_rows
+from ..blocks import blocks_for, budget, map_blocks, read_rows
+from ..plan import consumer_rows
+from ._io import _check, _check_args, _first_pass, _not_converged, _scan_part
 
 
 def _nb():
-    from .. import normalize_numba
+    from ..normalize import _numba as normalize_numba
 
     return normalize_numba
 
@@ -51,7 +53,7 @@ def _k_sk_scan(blk, r0, serial, idx):
 
 def _k_sk_form(blk, r0, serial, d, dtype):
     if serial:
-        # normalize_numba.sk_form has no serial twin; these are its operations,
+        # normalize._numba.sk_form has no serial twin; these are its operations,
         # ((d_i K_ij) d_j) in float64 then one rounding, so the values agree bit for bit
         P = ((d[r0:r0 + blk.shape[0], None] * blk) * d[None, :]).astype(dtype, copy=False)
         return P.sum(axis=1, dtype=np.float64), P
@@ -111,7 +113,8 @@ def bbs_blocked(K, G, *, n_iter=1000, tol=None, max_memory, y=None, record_every
     codes = None if y is None else np.unique(np.ravel(y), return_inverse=True)[1].astype(np.int64)
     if codes is not None and codes.size != n:
         raise DataError(f"y has {codes.size} labels but K has {n} rows")
-    blocks = _blocks(G, plan_rows(n, max(dt.itemsize, np.dtype(K.dtype).itemsize), max_memory))
+    itemsize = max(dt.itemsize, np.dtype(K.dtype).itemsize)
+    blocks = blocks_for(G, consumer_rows("normalize", n, itemsize, budget(max_memory)))
     ring = [None] * 3
     r = _first_pass(client, ring, blocks, _k_bbs_scan, K, dt, G if n_iter == 0 else None)
     err, converged, t, history = float(np.abs(r - 1.0).max()), False, 0, []
@@ -122,7 +125,7 @@ def bbs_blocked(K, G, *, n_iter=1000, tol=None, max_memory, y=None, record_every
         due = record_every > 0 and t % record_every == 0
         want_rc = due and codes is not None
         src = K if t == 1 else G
-        parts = _run(client, ring, blocks, _k_bbs_alt, src, dt, G, r, float(r.sum()), codes if want_rc else None)
+        parts = map_blocks(client, ring, blocks, _k_bbs_alt, src, dt, G, r, float(r.sum()), codes if want_rc else None)
         for (r0, r1), (rs, rcb) in zip(blocks, parts):
             r_new[r0:r1] = rs
             if want_rc:
@@ -176,7 +179,8 @@ def sinkhorn_blocked(K, P_out, *, n_iter=1000, tol=None, max_memory, client=None
     n_iter, tol, _ = _check_args(n_iter, tol, 0)
     n, kt = K.shape[0], np.dtype(K.dtype)
     out = K if P_out is None else P_out
-    blocks = _blocks(out, plan_rows(n, max(kt.itemsize, np.dtype(out.dtype).itemsize), max_memory))
+    blocks = blocks_for(out, consumer_rows("normalize", n, max(kt.itemsize, np.dtype(out.dtype).itemsize),
+                                              budget(max_memory)))
     ring = [None] * 3
     Kd = _first_pass(client, ring, blocks, _k_sk_scan, K, kt, None)
     d, t, converged = np.ones(n), 0, False
@@ -194,9 +198,9 @@ def sinkhorn_blocked(K, P_out, *, n_iter=1000, tol=None, max_memory, client=None
                             "K has no total support")
         d = np.sqrt(d / Kd)
         t += 1
-        Kd = np.concatenate(_run(client, ring, blocks, _k_sk_matvec, K, kt, None, d))
+        Kd = np.concatenate(map_blocks(client, ring, blocks, _k_sk_matvec, K, kt, None, d))
     if P_out is not None:
-        r = np.concatenate(_run(client, ring, blocks, _k_sk_form, K, kt, P_out, d, np.dtype(P_out.dtype)))
+        r = np.concatenate(map_blocks(client, ring, blocks, _k_sk_form, K, kt, P_out, d, np.dtype(P_out.dtype)))
         err = float(np.abs(r - 1.0).max())
     if tol is not None and not converged:
         _not_converged("Sinkhorn (symmetric, out of core)", t, err, tol)
@@ -214,7 +218,7 @@ def _k_combine(blk, r0, serial, others, alpha):
     acc = np.multiply(blk, alpha[0])
     r1 = r0 + blk.shape[0]
     for a, K in zip(alpha[1:], others):
-        acc += a * _read(K, r0, r1, np.float64)
+        acc += a * read_rows(K, r0, r1, np.float64)
     return None, acc
 
 
@@ -223,7 +227,7 @@ def _k_divergences(blk, r0, serial, Ks):
     nb, r1 = _nb(), r0 + blk.shape[0]
     out = np.empty((len(Ks), blk.shape[0]))
     for i, K in enumerate(Ks):
-        (nb.half_sqdist_rows_serial if serial else nb.half_sqdist_rows)(blk, _read(K, r0, r1, np.float64), out[i])
+        (nb.half_sqdist_rows_serial if serial else nb.half_sqdist_rows)(blk, read_rows(K, r0, r1, np.float64), out[i])
     return out, None
 
 
@@ -276,14 +280,14 @@ def mbbs_blocked(Ks, G, Kbar, *, lam=1.0, n_outer=20, n_iter=1000, tol=1e-6, max
     if n_outer < 1 or n_iter < 1:
         raise UserError(f"n_outer and n_iter must be >= 1, got {n_outer} and {n_iter}")
     n, m = Ks[0].shape[0], len(Ks)
-    blocks = _blocks(G, plan_rows(n, 8, max_memory, n_buffers=5))
+    blocks = blocks_for(G, consumer_rows("multi", n, 8, budget(max_memory)))
     ring = [None] * 3
     alpha = np.full(m, 1.0 / m)
     alphas, objective, converged, t, ginfo = [alpha.copy()], [], False, 0, None
     for t in range(1, n_outer + 1):
-        _run(client, ring, blocks, _k_combine, Ks[0], np.float64, Kbar, list(Ks[1:]), alpha)
+        map_blocks(client, ring, blocks, _k_combine, Ks[0], np.float64, Kbar, list(Ks[1:]), alpha)
         ginfo = bbs_blocked(Kbar, G, n_iter=n_iter, max_memory=max_memory, client=client)
-        parts = _run(client, ring, blocks, _k_divergences, G, np.float64, None, list(Ks))
+        parts = map_blocks(client, ring, blocks, _k_divergences, G, np.float64, None, list(Ks))
         g = np.concatenate(parts, axis=1).sum(axis=1)  # each row vector summed whole, as in memory
         alpha, change = alpha_step(g, alpha, lam, objective)
         alphas.append(alpha.copy())

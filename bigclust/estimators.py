@@ -1,0 +1,259 @@
+"""scikit-learn estimators over the pipeline's own code path.
+
+``SpectralClustering(...).fit_predict(X)`` runs exactly what ``bigclust
+pipeline run`` runs -- ingest into a zarr store, preprocess, affinity,
+normalisation + embedding, k-means restarts, each a stage of
+:mod:`bigclust.stages` -- on a temporary store that is deleted after the fit,
+so for the same data, parameters and seed its labels equal the pipeline's
+(``tests/test_estimators.py``).  The data are streamed into the store in row
+chunks (a Dask array is computed one block at a time), and a dense kernel that
+does not fit ``max_memory`` is normalised out of core.
+
+As in the pipeline, data are stored as float32 and the Gaussian kernel is
+``exp(-||x_i - x_j||^2 / gamma)`` -- gamma is a squared length, the inverse
+of scikit-learn's ``rbf`` parameter.
+"""
+from __future__ import annotations
+
+import numbers
+import shutil
+import tempfile
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.utils import check_random_state
+
+AFFINITIES = ("gaussian", "knn", "linear", "cosine", "cosine2")
+NORMALIZATIONS = ("bbs", "sk", "ncut", "ra", "mbbs")
+
+
+def _array_source(X, chunk_rows):
+    """A :class:`bigclust.datasets.Source` over an in-memory or Dask array (unlabelled: y = -1)."""
+    from .datasets import DatasetInfo, Source
+
+    n, d = X.shape
+    info = DatasetInfo("array", "array given to fit", int(n), int(d), 0, bool(sp.issparse(X)), ())
+    dask_array = hasattr(X, "dask") and hasattr(X, "compute")
+
+    def blocks(hint):
+        step = max(1, int(hint))
+        for r0 in range(0, n, step):
+            blk = X[r0:r0 + step]
+            if dask_array:
+                blk = blk.compute()
+            blk = sp.csr_matrix(blk, dtype=np.float32) if sp.issparse(blk) else np.asarray(blk, dtype=np.float32)
+            yield blk, np.full(blk.shape[0], -1, dtype=np.int64)
+
+    return Source(info, blocks)
+
+
+def _check_X(est, X):
+    """NumPy / scipy.sparse / Dask input, checked the scikit-learn way (Dask arrays stay lazy)."""
+    from sklearn.utils.validation import check_array
+
+    if hasattr(X, "dask") and hasattr(X, "compute"):
+        if X.ndim != 2:
+            raise ValueError(f"Expected a 2D array, got a {X.ndim}D Dask array")
+        n = X.shape[0]
+        if n is None or any(c != c for c in X.shape):
+            raise ValueError("Dask array with unknown chunk sizes; call X.compute_chunk_sizes() first")
+        est.n_features_in_ = X.shape[1]
+        return X
+    X = check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32], ensure_min_samples=2)
+    est.n_features_in_ = X.shape[1]
+    return X
+
+
+def _seed(random_state) -> int:
+    if isinstance(random_state, numbers.Integral) and 0 <= random_state < 2**32:
+        return int(random_state)
+    return int(check_random_state(random_state).randint(0, 2**31 - 1))
+
+
+class SpectralClustering(ClusterMixin, BaseEstimator):
+    """Spectral clustering with bi-stochastic normalisation (paper 000), scikit-learn style.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number of clusters (and of eigenvectors); 1 puts every sample in one
+        cluster without computing anything.
+    affinity : {"gaussian", "knn", "linear", "cosine", "cosine2"}, default="gaussian"
+        ``gaussian``: dense ``exp(-||x_i - x_j||^2 / gamma)``; ``knn``: the same
+        weights on the symmetrised k-nearest-neighbour graph (sparse);
+        ``linear``, ``cosine``, ``cosine2``: inner products (cosine2 is its square).
+    gamma : float, default=1.0
+        Width of the Gaussian, a squared distance (the inverse of scikit-learn's rbf ``gamma``).
+    n_neighbors : int, default=15
+        Neighbours per point for ``affinity="knn"``.
+    normalization : {"bbs", "sk", "ncut", "ra"}, default="bbs"
+        ``bbs``: Euclidean bi-stochastic projection; ``sk``: Sinkhorn-Knopp;
+        ``ncut``: ``D^-1/2 K D^-1/2``; ``ra``: K itself.
+    solver : {"dual", "alternating", "dykstra"}, default="dual"
+        BBS solver: the exact dual Newton method, the paper's Alg. 1, or Dykstra's projections.
+        Out of core only ``"alternating"`` streams; choose it with a small ``max_memory``.
+    n_iter : int, default=1000
+        Iteration budget of BBS / SK (Newton steps for the dual solver).
+    tol : float, default=0.0
+        Row-sum error to stop BBS / SK at (0: the solver's default).
+    l2_normalize : bool, default=False
+        Scale every row to unit length first (paper 000's protocol; the pipeline's default).
+    n_init : int, default=10
+        k-means restarts on the embedding; the one of lowest inertia gives ``labels_``.
+    max_iter : int, default=300
+        Lloyd iterations per restart.
+    eigensolver : {"auto", "eigh", "eigsh", "lobpcg"}, default="auto"
+    random_state : int, RandomState or None, default=None
+    max_memory : str or int, default="4GB"
+        Budget that decides in memory vs out of core (``"512MB"``, bytes).
+    scheduler : str or None, default=None
+        ``None``: this process; ``"tcp://HOST:PORT"``: a ``dask.distributed`` scheduler.
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_samples,)
+    affinity_matrix_ : ndarray or scipy.sparse.csr_matrix, or None
+        The kernel K (None when it did not fit ``max_memory``).
+    embedding_ : ndarray of shape (n_samples, n_clusters)
+        Row-normalised top eigenvectors of the normalised kernel.
+    inertia_ : float
+        k-means inertia of the chosen restart.
+    n_iter_ : int
+        Iterations of the normalisation solver.
+    normalization_info_ : dict
+        ``n_iter``, ``row_err`` (max row-sum error), ``MB``, ``out_of_core``, ``components``.
+    n_features_in_ : int
+    """
+
+    def __init__(self, n_clusters=8, *, affinity="gaussian", gamma=1.0, n_neighbors=15, normalization="bbs",
+                 solver="dual", n_iter=1000, tol=0.0, l2_normalize=False, n_init=10, max_iter=300,
+                 eigensolver="auto", random_state=None, max_memory="4GB", scheduler=None):
+        self.n_clusters = n_clusters
+        self.affinity = affinity
+        self.gamma = gamma
+        self.n_neighbors = n_neighbors
+        self.normalization = normalization
+        self.solver = solver
+        self.n_iter = n_iter
+        self.tol = tol
+        self.l2_normalize = l2_normalize
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.eigensolver = eigensolver
+        self.random_state = random_state
+        self.max_memory = max_memory
+        self.scheduler = scheduler
+
+    def _config(self, seed):
+        """The pipeline config this estimator stands for (validated by :func:`bigclust.config.from_dict`)."""
+        method = {"bbs": {"n_iter": self.n_iter, "tol": float(self.tol), "solver": self.solver},
+                  "sk": {"n_iter": self.n_iter, "tol": float(self.tol)}}.get(self.normalization, {})
+        return {
+            "data": {"path": "<array>"},
+            # sparse input is taken as it is (the pipeline's tf-idf defaults are for word counts)
+            "preprocess": {"l2_normalize": bool(self.l2_normalize), "tfidf": False},
+            "affinity": {"kind": self.affinity, "gamma": float(self.gamma), "n_neighbors": self.n_neighbors},
+            "method": {"names": [self.normalization]},
+            self.normalization: method,
+            "cluster": {"n_clusters": self.n_clusters, "n_init": self.n_init, "max_iter": self.max_iter,
+                        "seed": seed, "algorithm": "lloyd"},
+            "embed": {"eigensolver": self.eigensolver},
+            "store": {"path": "<temporary>", "max_memory": self.max_memory},
+            "output": {"dir": "<none>", "plots": False},
+        }
+
+    def _check_params(self, n):
+        if self.affinity not in AFFINITIES:
+            raise ValueError(f"affinity must be one of {', '.join(AFFINITIES)}, got {self.affinity!r}")
+        if self.normalization not in NORMALIZATIONS[:-1]:
+            raise ValueError(f"normalization must be one of bbs, sk, ncut, ra, got {self.normalization!r}")
+        k = self.n_clusters
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+            raise ValueError(f"n_clusters must be an integer >= 1, got {k!r}")
+        if k >= n and k > 1:
+            raise ValueError(f"n_clusters={k} must be below n_samples={n}")
+
+    def fit(self, X, y=None):
+        """Cluster X.
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix or dask.array of shape (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        X = _check_X(self, X)
+        self._check_params(X.shape[0])
+        if self.n_clusters == 1:  # one cluster holds every sample; there is nothing to compute
+            self.labels_ = np.zeros(X.shape[0], dtype=np.int64)
+            self.affinity_matrix_ = self.embedding_ = None
+            self.inertia_, self.n_iter_, self.normalization_info_ = float("nan"), 0, {}
+            return self
+        res = run_estimator(self._config(_seed(self.random_state)), X, self.scheduler)
+        self.labels_ = res["labels"]
+        self.affinity_matrix_ = res["K"]
+        self.embedding_ = res["E"]
+        self.inertia_ = res["inertia"]
+        self.n_iter_ = res["embed"].get("norm_n_iter", 0)
+        self.normalization_info_ = {k: res["embed"].get(k) for k in
+                                    ("norm_n_iter", "row_err", "norm_converged", "MB", "out_of_core", "components")}
+        return self
+
+    def fit_predict(self, X, y=None):
+        """Cluster X and return ``labels_``."""
+        return self.fit(X).labels_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+def run_estimator(raw_config: dict, X, scheduler=None) -> dict:
+    """Run one method of a config dict on the array X in a temporary store; the picked restart's results.
+
+    Returns a dict with ``labels`` (the restart of lowest inertia), ``inertia``,
+    ``E`` (the embedding, if the chain has one), ``K`` (the kernel when it
+    fits ``max_memory``, else None), ``embed`` (the embed stage's attributes)
+    and ``record`` (the pipeline's record).
+    """
+    from .config import from_dict
+    from .pipeline import Runner, dask_client, instances
+    from .methods import get as get_method
+    from .store import Store, read_matrix
+
+    folder = tempfile.mkdtemp(prefix="bigclust-fit-")
+    try:
+        cfg = from_dict(raw_config, "<estimator>")
+        (point,) = list(cfg.points())
+        store = Store(f"{folder}/store.zarr", owner={"array": "estimator"})
+        with dask_client(scheduler) as client:
+            runner = Runner(cfg, store, client, force=False, log=lambda msg: None)
+            runner.source = _array_source(X, point["data"]["chunk_rows"])
+            method = get_method(cfg.methods[0])
+            rec, (stage, key) = runner.run_instance(method, instances(cfg, [point], method)[0])
+        out = {"record": rec, "embed": {}, "E": None, "K": None}
+        g = store.open(stage, key)
+        best = int(g.attrs.get("best", 0))
+        labels = read_matrix(g, "labels")
+        out["labels"] = np.asarray(labels[best] if labels.ndim == 2 else labels, dtype=np.int64)
+        out["inertia"] = float(read_matrix(g, "inertia")[best]) if "inertia" in g else float("nan")
+        for (st, k) in runner.done:
+            if st == "embed":
+                out["embed"] = runner.done[(st, k)]
+                out["E"] = read_matrix(store.open(st, k), "E")
+            elif st == "affinity":
+                ga = store.open(st, k)
+                node = ga["K"]
+                fmt = node.attrs.get("format")
+                n = node["indptr"].shape[0] - 1 if fmt == "csr" else node.shape[0]
+                dense_bytes = n * n * np.dtype(ga["K"].dtype).itemsize if fmt != "csr" else 0
+                if dense_bytes <= cfg.max_memory:
+                    out["K"] = read_matrix(ga, "K")
+        return out
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

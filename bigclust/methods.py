@@ -1,0 +1,207 @@
+"""THE method registry: method name → parameter dataclass, config section, chain of stages.
+
+Every clustering method the pipeline, the CLI and the estimators can run is one
+:class:`Method` here.  A method declares
+
+- ``params``: a frozen dataclass of its own parameters, read from the config
+  section named after the method (``[bbs] n_iter = 500``); each field's
+  :func:`param` carries its default, type, range check and the text of the
+  one-line error;
+- ``chain``: the stages it needs after ingest and preprocess (the stages
+  themselves are in :mod:`bigclust.stages`, which never names a method);
+- the hooks those stages call: ``normalize`` / ``normalize_ooc`` for the
+  embed stage (in memory, or streaming row blocks of a dense kernel);
+- ``combine``: a ``(section, key)`` sweep whose values one instance of the
+  method uses together (MBBS combines the kernels of a γ sweep);
+- ``overrides``: values of shared sections the method sets for its own chain
+  (K-means on raw data may use fewer restarts than on an embedding).
+
+Adding a method family = one module with its algorithms + one :func:`register`
+call (a test registers a toy method from its own file:
+``tests/test_methods.py``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .config import Key
+from .errors import ConfigError, UserError
+
+
+def param(default, type_=None, *, check: Callable[[Any], bool] | None = None, expect: str = "",
+          choices: tuple | None = None, sweep: bool = True):
+    """A dataclass field that is also a config key (see :class:`bigclust.config.Key`)."""
+    if choices is not None:
+        check, expect = (lambda v: v in choices), "one of " + ", ".join(map(repr, choices))
+    t = type_ or type(default)
+    return field(default=default, metadata={"key": Key(t, default, check, expect, sweep)})
+
+
+def positive(default, type_=None):
+    return param(default, type_, check=lambda v: v > 0, expect="> 0")
+
+
+def nonnegative(default, type_=None):
+    return param(default, type_, check=lambda v: v >= 0, expect=">= 0")
+
+
+@dataclass(frozen=True)
+class Method:
+    """A registered clustering method (see the module docstring).
+
+    Attributes
+    ----------
+    name : str
+        Its name in ``[method] names`` and its config section ``[name]``.
+    params : type
+        Frozen dataclass of its parameters (fields made with :func:`param`).
+    chain : tuple of str
+        Stages after preprocess, each a name in :data:`bigclust.stages.STAGES`.
+    doc : str
+        One line for ``bigclust methods`` and error messages.
+    normalize : callable, optional
+        Embed stage in memory: ``(K, params, y) -> (P, info)``; ``K`` is a
+        list of kernels when ``combine`` is set.
+    normalize_ooc : callable, optional
+        Embed stage out of core: ``(Ks, group, params, y, max_memory, client)
+        -> (P, scale, info, extra_attrs)`` with ``Ks`` zarr arrays, ``P`` a
+        zarr array (a ``*_scratch`` array of ``group`` or K itself) whose
+        eigenvectors, scaled by ``diag(scale)`` on both sides, are embedded.
+    combine : (section, key), optional
+        One instance over all values of this sweep (MBBS: ``("affinity", "gamma")``).
+    overrides : callable, optional
+        ``params -> {section: {key: value}}`` applied to the point for this chain.
+    """
+
+    name: str
+    params: type
+    chain: tuple[str, ...]
+    doc: str = ""
+    normalize: Callable | None = None
+    normalize_ooc: Callable | None = None
+    combine: tuple[str, str] | None = None
+    overrides: Callable | None = None
+
+    def schema(self) -> dict[str, Key]:
+        """The config keys of ``[name]``: one per field of ``params``."""
+        return {f.name: f.metadata["key"] for f in dataclasses.fields(self.params)}
+
+    def make(self, values: dict | None = None):
+        """The parameter dataclass from a (validated) section dict; defaults for missing keys."""
+        return self.params(**(values or {}))
+
+
+REGISTRY: dict[str, Method] = {}
+
+
+def register(method: Method, *, replace: bool = False) -> Method:
+    """Add ``method`` to the registry (``replace=True`` to redefine a name, e.g. in tests)."""
+    if not replace and method.name in REGISTRY:
+        raise ValueError(f"method {method.name!r} is already registered")
+    from .config import SCHEMA
+    if method.name in SCHEMA:
+        raise ValueError(f"method name {method.name!r} would shadow the config section [{method.name}]")
+    for f in dataclasses.fields(method.params):
+        if "key" not in f.metadata:
+            raise ValueError(f"{method.params.__name__}.{f.name} must be declared with methods.param()")
+    REGISTRY[method.name] = method
+    return method
+
+
+def unregister(name: str):
+    """Remove a method (tests that register a toy method clean up with this)."""
+    REGISTRY.pop(name, None)
+
+
+def get(name: str) -> Method:
+    """The registered method ``name``; a one-line UserError naming the known ones otherwise."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise UserError(f"unknown method {name!r}; expected one of {', '.join(names())}") from None
+
+
+def names() -> list[str]:
+    return list(REGISTRY)
+
+
+def check_names(value) -> bool:
+    return isinstance(value, list) and len(value) > 0 and all(isinstance(v, str) and v in names() for v in value)
+
+
+def _hook(name):
+    """A hook of :mod:`bigclust.normalize._hooks`, imported on first call (``import bigclust`` stays fast)."""
+    def call(*args, **kwargs):
+        from .normalize import _hooks
+        return getattr(_hooks, name)(*args, **kwargs)
+    call.__name__ = name
+    return call
+
+
+# -- the built-in methods --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KMeansParams:
+    """K-means on the (preprocessed) data themselves."""
+
+    n_init: int = nonnegative(0, int)   # restarts; 0 = [cluster] n_init (raw text can afford fewer)
+
+
+@dataclass(frozen=True)
+class RAParams:
+    """RA: the kernel itself (paper 000; paper 001's AW)."""
+
+
+@dataclass(frozen=True)
+class NcutParams:
+    """Ncut: D^-1/2 K D^-1/2, iterated n_iter times (iterated, it tends to a bi-stochastic matrix)."""
+
+    n_iter: int = positive(1, int)
+
+
+@dataclass(frozen=True)
+class SKParams:
+    """Sinkhorn-Knopp: the KL-nearest symmetric bi-stochastic matrix."""
+
+    n_iter: int = positive(1000, int)
+    tol: float = nonnegative(0.0, float)      # max row-sum error to stop at; 0 = run n_iter
+    record_every: int = nonnegative(0, int)   # MB/MC every this many iterations (0: never)
+
+
+@dataclass(frozen=True)
+class BBSParams:
+    """Euclidean BBS (paper 000): Alg. 1, Dykstra or the exact dual Newton solver."""
+
+    n_iter: int = positive(1000, int)
+    tol: float = nonnegative(0.0, float)
+    solver: str = param("alternating", choices=("alternating", "dykstra", "dual"))
+    record_every: int = nonnegative(0, int)
+
+
+@dataclass(frozen=True)
+class MBBSParams:
+    """MBBS (paper 000 section V): BBS of a learnt combination of the kernels of a γ sweep."""
+
+    lam: float = positive(1.0, float)        # weight of ||alpha||^2
+    n_outer: int = positive(20, int)         # outer (G, alpha) iterations
+    n_iter: int = positive(100, int)         # budget of each G-step (Newton steps, or Alg. 1 passes out of core)
+    tol: float = positive(1e-6, float)       # stop when the weights move less than this
+
+
+SPECTRAL = ("affinity", "embed", "cluster")
+
+register(Method("kmeans", KMeansParams, ("cluster",), "K-means on the data (restarts or mini-batch)",
+                overrides=lambda p: {"cluster": {"n_init": p.n_init}} if p.n_init else {}))
+register(Method("ra", RAParams, SPECTRAL, "spectral clustering on K itself",
+                normalize=_hook("ra_memory"), normalize_ooc=_hook("ra_ooc")))
+register(Method("ncut", NcutParams, SPECTRAL, "normalised cut: D^-1/2 K D^-1/2 (optionally iterated)",
+                normalize=_hook("ncut_memory"), normalize_ooc=_hook("ncut_ooc")))
+register(Method("sk", SKParams, SPECTRAL, "Sinkhorn-Knopp bi-stochastic scaling (BBS with KL)",
+                normalize=_hook("sk_memory"), normalize_ooc=_hook("sk_ooc")))
+register(Method("bbs", BBSParams, SPECTRAL, "Euclidean bi-stochastic projection (paper 000)",
+                normalize=_hook("bbs_memory"), normalize_ooc=_hook("bbs_ooc")))
+register(Method("mbbs", MBBSParams, SPECTRAL, "BBS of learnt weights over the kernels of a gamma sweep",
+                normalize=_hook("mbbs_memory"), normalize_ooc=_hook("mbbs_ooc"), combine=("affinity", "gamma")))
