@@ -223,7 +223,7 @@ def labels_from(V, what="V"):
 
 
 def warn_not_converged(what, n_not, n_init, max_iter, tol):
-    if n_not:
+    if n_not and tol > 0:  # tol=0 asks for exactly max_iter iterations
         warnings.warn(f"{what}: {n_not} of {n_init} restart(s) reached max_iter={max_iter} before the "
                       f"relative objective change fell below tol={tol:g}", NMFConvergenceWarning, stacklevel=4)
 
