@@ -182,11 +182,21 @@ def test_ncw_is_nmf_on_scaled_rows():
         np.testing.assert_allclose(a[3].ncw_weights, 1 / np.sqrt(np.sum((X @ X.T), axis=1)), rtol=1e-12)
 
 
-def test_seed_determinism():
-    X, _ = docs()
-    a = linear_nmf(X, 3, n_init=3, max_iter=20, random_state=5)
-    b = linear_nmf(X, 3, n_init=3, max_iter=20, random_state=5)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_same_result_for_a_seed_whatever_the_thread_count(sparse):
+    import numba
+
+    X, _ = docs(n=300, m=200, seed=9)            # more rows than row ranges: every chunk is used
+    X = sp.csr_matrix(X) if sparse else X
+    a = linear_nmf(X, 3, n_init=2, max_iter=20, random_state=5)
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        b = linear_nmf(X, 3, n_init=2, max_iter=20, random_state=5)
+    finally:
+        numba.set_num_threads(old)
     np.testing.assert_array_equal(a[1], b[1])
+    np.testing.assert_array_equal(a[2], b[2])
 
 
 def _one_line(excinfo):

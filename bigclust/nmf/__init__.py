@@ -88,9 +88,7 @@ def ncw_weights(X, *, kernel="linear"):
     DataError
         When some ``d_i <= 0`` (the message names the first such row).
     """
-    from ._bilinear import KernelOp
-
-    op = _kernel_op(X, kernel, nonneg_x=False)
+    op = _kernel_op(X, kernel)
     return _degrees_weights(op.degrees(), "K" if kernel == "precomputed" else "X X^T")
 
 
@@ -187,7 +185,7 @@ def linear_nmf(X, n_components, *, solver="mu", init="random", n_init=10, max_it
         w = ncw_weights(X)
         X = _scale_rows(X, w)
     seeds = draw_seeds(random_state, n_init)
-    inits = _linear_inits(X, k, init, n_init, seeds)
+    inits = _linear_inits(X, k, init, n_init, seeds, X.shape, float(X.sum()))
     XT = _ops.csr_transpose(X) if sp.issparse(X) else None
     xx = _ops.sqnorm(X)
     results, factors = [], []
@@ -202,14 +200,15 @@ def linear_nmf(X, n_components, *, solver="mu", init="random", n_init=10, max_it
     return (labels, U, V, info) if return_info else (labels, U, V)
 
 
-def _linear_inits(X, k, init, n_init, seeds, shape=None):
-    n, m = X.shape if shape is None else shape
+def _linear_inits(X, k, init, n_init, seeds, shape, total):
+    """Initial (U, V) per restart; ``total`` = sum of X (the random scale), X only for NNDSVD."""
+    n, m = shape
     if isinstance(init, str):
         if init not in INITS:
             raise UserError(f"init={init!r} must be one of {', '.join(INITS)} or a tuple (U0, V0)")
-        mean = float(X.sum()) / (n * m)
+        mean = total / (n * m)
         scale = np.sqrt(mean / k)
-        out = [random_factors(s, [(m, k), (n, k)], scale) for s in seeds]
+        out = [random_factors(s, [(m, k), (n, k)], scale) for s in seeds]   # U first, then V
         if init == "nndsvd":
             out[0] = list(nndsvd(X, k, seeds[0], mean))
         return out
@@ -266,7 +265,7 @@ def linear_nmf_streamed(read_block, block_bounds, n_features, n_components, *, s
         xx += bxx
         total += btot
     seeds = draw_seeds(random_state, n_init)
-    inits = _linear_inits(_Sum(total), k, init, n_init, seeds, shape=(n, m))
+    inits = _linear_inits(None, k, init, n_init, seeds, (n, m), total)
     results = _linear.run_streamed(read_block, bounds, m, inits, solver, max_iter, tol, xx, mapper)
     best, info = _pick(results, "streamed linear NMF", max_iter, tol)
     info.method = f"linear/{solver}/streamed"
@@ -275,21 +274,11 @@ def linear_nmf_streamed(read_block, block_bounds, n_features, n_components, *, s
     return (labels, U, V, info) if return_info else (labels, U, V)
 
 
-class _Sum:
-    """Stands for X where only ``X.sum()`` is needed (the random initial scale)."""
-
-    def __init__(self, total):
-        self.total = total
-
-    def sum(self):
-        return self.total
-
-
-def _kernel_op(A, kernel, nonneg_x=False, w=None):
+def _kernel_op(A, kernel, w=None):
     from ._bilinear import KernelOp
 
     if kernel == "linear":
-        X = as_data(A, nonneg=nonneg_x, model="bilinear NMF")
+        X = as_data(A, nonneg=False, model="bilinear NMF")
         return KernelOp("linear", X, w)
     if kernel != "precomputed":
         raise UserError(f"kernel={kernel!r} must be one of {', '.join(KERNELS)}")

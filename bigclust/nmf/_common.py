@@ -46,6 +46,9 @@ class NMFInfo:
         ``d^(-1/2)`` per document when NCW was used.
     n_empty_reseeded : int
         Kernel k-means only: empty clusters re-seeded over all restarts.
+    extra : dict
+        Method-specific records; kernel k-means: ``"labels_all"`` (n_init, n),
+        the labels of every restart.
     """
 
     objective: np.ndarray
