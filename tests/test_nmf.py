@@ -1,6 +1,7 @@
 """Linear NMF (paper 001, 3-1..3-5): kernels against NumPy references written in the paper's
 orientation, monotonicity, normalisation, streamed == in memory, CSR == dense, input checks."""
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -237,3 +238,23 @@ def test_zero_terms_are_kept_and_parameters_checked():
     Xb[3, 7] = -1.0
     with pytest.raises(DataError, match="negative entries .*row 23"):
         linear_nmf_streamed([X[:20], Xb].__getitem__, [0, 20, 30], 40, 3)
+
+
+@pytest.mark.parametrize("solver,sk_solver", [("mu", "mu"), ("hals", "cd")])
+def test_same_iterates_as_scikit_learn(solver, sk_solver):
+    """scikit-learn's NMF (X ~ W H, W = our V, H = our U^T) also updates W first: same iterates."""
+    from sklearn.decomposition import NMF
+
+    X, _ = docs(seed=12)
+    U0, V0 = start(X, 3)
+    U, V = U0.copy(), V0.copy()
+    hist, _, _ = _linear.run_in_memory(sp.csr_matrix(X), _ops.csr_transpose(sp.csr_matrix(X)), U, V, solver, 7,
+                                       0.0, _ops.sqnorm(X))
+    model = NMF(3, solver=sk_solver, beta_loss="frobenius", init="custom", max_iter=7, tol=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # its own ConvergenceWarning
+        W = model.fit_transform(sp.csr_matrix(X), W=V0.copy(), H=U0.T.copy())
+    assert model.n_iter_ == 7
+    np.testing.assert_allclose(V, W, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(U, model.components_.T, rtol=1e-10, atol=1e-13)
+    assert hist[-1] == pytest.approx(0.5 * model.reconstruction_err_ ** 2, rel=1e-10)
