@@ -197,6 +197,13 @@ def test_bilinear_bad_inputs(make, match):
         bilinear_nmf(np.where(X > 2, np.nan, X), 3)
 
 
+def test_indefinite_mixed_kernel_diverges_loudly():
+    A = np.random.default_rng(0).normal(size=(40, 40))
+    with pytest.raises(DataError, match="not positive semidefinite") as e:
+        bilinear_nmf(A + A.T, 3, kernel="precomputed", n_init=1, max_iter=300, random_state=0)
+    assert "\n" not in str(e.value)
+
+
 def test_convergence_warning():
     X, _ = docs(n=30)
     with pytest.warns(NMFConvergenceWarning, match="reached max_iter=3"):

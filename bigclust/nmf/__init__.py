@@ -341,13 +341,15 @@ def bilinear_nmf(X, n_components, *, kernel="linear", init="random", n_init=10, 
     A kernel with any negative entry gets the split rules (3-12, 3-14),
     otherwise the simplified ones (3-13, 3-15).  The objective is
     non-increasing under both and bounded below for a positive semidefinite
-    kernel; for an indefinite kernel it may fall below zero (a warning says so).
+    kernel; for an indefinite kernel it may fall below zero (a warning says
+    so) or diverge (a DataError).
 
     Raises
     ------
     DataError
         Non-finite input, a non-symmetric kernel, an all-zero document (row of
-        K or X), ``n_components > n``, or (with ``ncw``) a degree ``d_i <= 0``.
+        K or X), ``n_components > n``, (with ``ncw``) a degree ``d_i <= 0``, or
+        an indefinite kernel on which the iteration diverges.
     """
     from . import _bilinear
 
@@ -372,8 +374,12 @@ def bilinear_nmf(X, n_components, *, kernel="linear", init="random", n_init=10, 
     else:
         inits = explicit_init(init, n_init, [(n, k), (n, k)], ["W0", "V0"])
     results, Bs = [], []
-    for W, V in inits:
-        h, it, conv, B = _bilinear.run(op, W, V, max_iter, tol)
+    for r, (W, V) in enumerate(inits):
+        with np.errstate(over="ignore", invalid="ignore"):
+            h, it, conv, B = _bilinear.run(op, W, V, max_iter, tol)
+        if not np.isfinite(h[-1]):
+            raise DataError(f"bilinear NMF diverged (restart {r}, iteration {it}): the objective is unbounded "
+                            f"below, so K is not positive semidefinite — use a PSD kernel")
         results.append((h, it, conv))
         Bs.append(B)
     best, info = _pick(results, "bilinear NMF", max_iter, tol)

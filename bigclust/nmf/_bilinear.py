@@ -152,6 +152,8 @@ def run(op, W, V, max_iter, tol, *, simplified=False):
         else:
             GV, _, c_new = _ops.mult_step(V, KW, V, B)
         hist.append(objective(op.trace, c_new, GV, B))
+        if not np.isfinite(hist[-1]):  # an indefinite kernel: unbounded below, the factors overflow
+            return np.array(hist), it, False, B
         if rel_change(hist[-2], hist[-1]) < tol:
             return np.array(hist), it, True, B
     return np.array(hist), max_iter, False, B
