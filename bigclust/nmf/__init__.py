@@ -240,6 +240,8 @@ def linear_nmf_streamed(read_block, block_bounds, n_features, n_components, *, s
         ``map_blocks(fn, args_list)`` returns an iterable of ``fn(*args)`` for
         each ``args`` in order, e.g. Dask tasks.  ``fn`` is a module-level
         function (picklable); the default runs the blocks here, one at a time.
+        ``fn`` calls the parallel (prange) kernels: run as tasks, give each
+        worker one Numba thread (DESIGN.md 3.3: one level of parallelism).
 
     Returns
     -------
