@@ -1,0 +1,173 @@
+"""Bilinear (kernel) NMF = concept factorisation: kernel operators and the driver.
+
+Orientation: the paper's ``X ~ X W V^T`` with X (m x n, documents as
+columns) and ``K = X^T X``; with our documents as rows this is
+``X^T ~ X^T W V^T`` and ``K = X X^T`` (n x n), or any symmetric kernel.
+W (n x k) and V (n x k) are both indexed by documents.
+
+Objective ``J = 1/2 ||phi(X) - phi(X) W V^T||^2
+= 1/2 (tr K - 2 tr(V^T K W) + tr(V^T V W^T K W))``.
+
+Update order (the paper's): W first (3-12 / 3-13) from ``K V`` and
+``K+- W (V^T V)``, then V (3-14 / 3-15) from ``K W`` and ``V (W^T K+- W)``
+with the new W.  Per iteration the kernel is applied twice: to V (before the
+W-step) and to the new W (for the V-step; it is reused by the next W-step).
+
+Rules are chosen from the kernel: any negative entry (or, for the linear
+kernel, any negative entry of X) gives the split rules (3-12, 3-14) with
+``K = K+ - K-``; otherwise the simplified rules (3-13, 3-15).  The split
+need not be the element-wise one for monotonicity: any symmetric K+, K- >= 0
+with ``K = K+ - K-`` admits the same auxiliary function.  Dense and CSR
+kernels use the element-wise split ``K+ = max(K, 0)``.  The linear kernel on
+an X with negative entries, ``X = X+ - X-``, uses
+``K+ = X+ X+^T + X- X-^T`` and ``K- = X+ X-^T + X- X+^T``, so that K is never
+formed (all products O(nnz k)).
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import _ops
+from ._common import rel_change
+
+
+class KernelOp:
+    """``K M`` (or ``K+ M, K- M``) for a kernel given densely, as CSR, or as ``X X^T``.
+
+    ``w`` (n,) optional NCW weights: the operator is then ``diag(w) K diag(w)``.
+    """
+
+    def __init__(self, kind, A, w=None):
+        self.kind = kind
+        self.w = w
+        if kind == "linear":
+            self.X = A
+            neg = (A.data < 0).any() if sp.issparse(A) else (A < 0).any()
+            self.split = bool(neg)
+            if self.split:
+                if sp.issparse(A):
+                    self.Xp, self.Xm = A.maximum(0).tocsr(), (-A).maximum(0).tocsr()
+                    for Z in (self.Xp, self.Xm):
+                        Z.indices = Z.indices.astype(np.int64)
+                        Z.indptr = Z.indptr.astype(np.int64)
+                    self.XpT, self.XmT = _ops.csr_transpose(self.Xp), _ops.csr_transpose(self.Xm)
+                else:
+                    self.Xp, self.Xm = np.maximum(A, 0), np.maximum(-A, 0)
+                    self.XpT = self.XmT = None
+            else:
+                self.XT = _ops.csr_transpose(A) if sp.issparse(A) else None
+            diag = np.asarray(A.multiply(A).sum(axis=1)).ravel() if sp.issparse(A) else np.einsum("ij,ij->i", A, A)
+        else:
+            self.K = A
+            self.split = bool((A.data < 0).any() if sp.issparse(A) else (A < 0).any())
+            diag = A.diagonal() if sp.issparse(A) else np.diagonal(A).copy()
+        self.trace = float(np.sum(diag * w * w)) if w is not None else float(np.sum(diag))
+
+    @property
+    def n(self):
+        return (self.X if self.kind == "linear" else self.K).shape[0]
+
+    def prod(self, M):
+        """``(K+ M, K- M)`` for the split rules, ``(K M, None)`` otherwise."""
+        w = self.w
+        Y = np.ascontiguousarray(M * w[:, None]) if w is not None else np.ascontiguousarray(M)
+        if self.kind == "linear":
+            if not self.split:
+                P, N = _ops.matmul(self.X, _ops.tmatmul(self.X, Y, self.XT)), None
+            else:
+                ap, am = _ops.tmatmul(self.Xp, Y, self.XpT), _ops.tmatmul(self.Xm, Y, self.XmT)
+                P = _ops.matmul(self.Xp, ap) + _ops.matmul(self.Xm, am)
+                N = _ops.matmul(self.Xp, am) + _ops.matmul(self.Xm, ap)
+        elif self.split:
+            P, N = _ops.matmul_split(self.K, Y)
+        else:
+            P, N = _ops.matmul(self.K, Y), None
+        if w is not None:
+            P *= w[:, None]
+            if N is not None:
+                N *= w[:, None]
+        return P, N
+
+    def degrees(self):
+        """``d = K 1`` (for the linear kernel ``X (X^T 1)``, K never formed)."""
+        P, N = self.prod(np.ones((self.n, 1)))
+        return (P - N if N is not None else P).ravel()
+
+
+def objective(trace, cross, GV, B):
+    """``1/2 (tr K - 2 tr(V^T K W) + tr(V^T V W^T K W))``."""
+    return 0.5 * (trace - 2.0 * cross + float(np.sum(GV * B)))
+
+
+def scale_init(op, W, V):
+    """Scale V by the best scalar for the initial pair (one application of K); returns the scale."""
+    P, N = op.prod(W)
+    KW = P - N if N is not None else P
+    t = float(np.sum(V * KW))
+    s = float(np.sum(_ops.gram(V) * _ops.tdot(W, KW)))
+    if t > 0 and s > 0:
+        V *= t / s
+        return t / s
+    return 1.0
+
+
+def run(op, W, V, max_iter, tol, *, simplified=False):
+    """Iterate from (W, V) (both INOUT); returns ``(history, n_iter, converged, B = W^T K W)``.
+
+    ``simplified=True`` forces the rules (3-13, 3-15) on any kernel (only for
+    demonstrating that they break non-negativity on a mixed-sign kernel).
+    """
+    split = op.split and not simplified
+    GV = _ops.gram(V)
+    P, N = op.prod(np.hstack([V, W]))
+    k = W.shape[1]
+    KVp, KWp = np.ascontiguousarray(P[:, :k]), np.ascontiguousarray(P[:, k:])
+    KVm, KWm = (np.ascontiguousarray(N[:, :k]), np.ascontiguousarray(N[:, k:])) if N is not None else (None, None)
+    hist = []
+    B = None
+    for it in range(1, max_iter + 1):
+        if it > 1:
+            KVp, KVm = op.prod(V)
+        KV = KVp - KVm if KVm is not None else KVp
+        if it == 1:
+            KW = KWp - KWm if KWm is not None else KWp
+            B0 = _ops.tdot(W, KW)
+            hist.append(objective(op.trace, float(np.sum(V * KW)), GV, B0))
+        # W-step (3-12; 3-13 when K >= 0): P+- = K+- W (V^T V)
+        if split:
+            _ops.mult_step(W, KV, KWp, GV, KWm, GV)
+        else:
+            _ops.mult_step(W, KV, KWp - KWm if KWm is not None else KWp, GV)
+        # V-step (3-14; 3-15 when K >= 0): Q+- = V (W^T K+- W), new W
+        KWp, KWm = op.prod(W)
+        Bp = _ops.tdot(W, KWp)
+        Bm = _ops.tdot(W, KWm) if KWm is not None else None
+        KW = KWp - KWm if KWm is not None else KWp
+        B = Bp - Bm if Bm is not None else Bp
+        if split:
+            GV, _, c_new = _ops.mult_step(V, KW, V, Bp, V, Bm)
+        else:
+            GV, _, c_new = _ops.mult_step(V, KW, V, B)
+        hist.append(objective(op.trace, c_new, GV, B))
+        if not np.isfinite(hist[-1]):  # an indefinite kernel: unbounded below, the factors overflow
+            return np.array(hist), it, False, B
+        if rel_change(hist[-2], hist[-1]) < tol:
+            return np.array(hist), it, True, B
+    return np.array(hist), max_iter, False, B
+
+
+def normalize(W, V, B):
+    """(3-16, 3-17): ``s = sqrt(diag(W^T K W))``, ``V <- V diag(s)``, ``W <- W diag(s)^-1``.
+
+    A column with ``s = 0`` (W^T K W's diagonal can only vanish for a zero
+    column of phi(X) W) keeps its W and gets a zero V column: ``X W V^T`` is unchanged.
+    """
+    d = np.diagonal(B).copy()
+    if (d < 0).any():
+        warnings.warn("bilinear NMF: diag(W^T K W) has negative entries (K is not positive semidefinite); "
+                      "they are treated as 0 in the normalisation", RuntimeWarning, stacklevel=4)
+    s = np.sqrt(np.maximum(d, 0.0))
+    return W / np.where(s > 0, s, 1.0), V * s

@@ -1,0 +1,235 @@
+"""Shared pieces of the NMF family: the info record, input checks, initialisation, labels.
+
+Public functions (:mod:`bigclust.nmf`) validate here once; the private
+drivers assume checked, canonical float64 input (DESIGN.md section 2).
+"""
+from __future__ import annotations
+
+import numbers
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import DataError, UserError
+
+
+class NMFConvergenceWarning(RuntimeWarning):
+    """An NMF run stopped on ``max_iter`` before its relative objective change reached ``tol``."""
+
+
+@dataclass
+class NMFInfo:
+    """What an NMF (or kernel k-means) run did.
+
+    Attributes
+    ----------
+    objective : ndarray of float64
+        Objective of the best restart: value at the initialisation, then after
+        every iteration (``n_iter + 1`` values).  For linear NMF
+        ``1/2 ||X - V U^T||^2``, for bilinear NMF ``1/2 ||phi(X) - phi(X) W V^T||^2``.
+    n_iter : int
+        Iterations of the best restart.
+    converged : bool
+        The best restart stopped on ``tol`` (not on ``max_iter``).
+    best : int
+        Index of the best restart (lowest final objective).
+    objectives : ndarray of float64, shape (n_init,)
+        Final objective of every restart.
+    n_iters : ndarray of int, shape (n_init,)
+        Iterations of every restart.
+    method : str
+        ``"linear/mu"``, ``"linear/hals"``, ``"bilinear/split"``,
+        ``"bilinear/nonneg"``, ``"kernel-kmeans"``; ``+ncw`` when weighted.
+    ncw_weights : ndarray or None
+        ``d^(-1/2)`` per document when NCW was used.
+    n_empty_reseeded : int
+        Kernel k-means only: empty clusters re-seeded over all restarts.
+    extra : dict
+        Method-specific records; kernel k-means: ``"labels_all"`` (n_init, n),
+        the labels of every restart.
+    """
+
+    objective: np.ndarray
+    n_iter: int
+    converged: bool
+    best: int
+    objectives: np.ndarray
+    n_iters: np.ndarray
+    method: str = ""
+    ncw_weights: np.ndarray | None = None
+    n_empty_reseeded: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+SOLVERS = ("mu", "hals")
+INITS = ("random", "nndsvd")
+
+
+def check_int(name, value, low, high=None):
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise UserError(f"{name} must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        rng = f">= {low}" if high is None else f"between {low} and {high}"
+        raise UserError(f"{name}={value} must be {rng}")
+    return int(value)
+
+
+def check_tol(tol):
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not tol >= 0:
+        raise UserError(f"tol={tol!r} must be a non-negative number")
+    return float(tol)
+
+
+def check_components(k, n, what="X"):
+    if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 1:
+        raise UserError(f"n_components must be a positive integer, got {k!r}")
+    if k > n:
+        raise DataError(f"n_components={k} is larger than the number of documents ({n} rows of {what})")
+    return int(k)
+
+
+def _first_bad_row(indptr, pos):
+    return int(np.searchsorted(indptr, pos, side="right") - 1)
+
+
+def as_data(X, what="X", *, nonneg=True, model="linear NMF", row0=0):
+    """X as float64 C-contiguous ndarray or canonical CSR (int64 indices), checked.
+
+    Raises a one-line DataError for a wrong shape, non-finite or (when
+    ``nonneg``) negative entries, and for all-zero documents (rows), which no
+    factorisation can place.  All-zero terms (columns) are harmless and kept.
+    Row numbers in messages are offset by ``row0`` (the first row of a block).
+    """
+    if sp.issparse(X):
+        if X.ndim != 2:
+            raise DataError(f"{what} must be 2-D (documents x terms), got shape {X.shape}")
+        X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+        X.sum_duplicates()
+        X.eliminate_zeros()
+        X.sort_indices()
+        X.indices = X.indices.astype(np.int64)
+        X.indptr = X.indptr.astype(np.int64)
+        bad = np.flatnonzero(~np.isfinite(X.data))
+        if bad.size:
+            raise DataError(f"{what} has a non-finite entry in row {row0 + _first_bad_row(X.indptr, bad[0])}; "
+                            f"{model} needs finite data")
+        neg = np.flatnonzero(X.data < 0) if nonneg else np.empty(0)
+        if neg.size:
+            raise DataError(f"{what} has negative entries (first in row {row0 + _first_bad_row(X.indptr, neg[0])}); "
+                            f"linear NMF needs X >= 0 — use the bilinear model")
+        empty = np.flatnonzero(np.diff(X.indptr) == 0)
+    else:
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise DataError(f"{what} must be 2-D (documents x terms), got shape {X.shape}")
+        if X.dtype.kind not in "fiub":
+            raise DataError(f"{what} must be numeric, got dtype {X.dtype}")
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        fin = np.isfinite(X).all(axis=1)
+        if not fin.all():
+            raise DataError(f"{what} has a non-finite entry in row {row0 + int(np.flatnonzero(~fin)[0])}; "
+                            f"{model} needs finite data")
+        if nonneg:
+            neg = (X < 0).any(axis=1)
+            if neg.any():
+                raise DataError(f"{what} has negative entries (first in row {row0 + int(np.flatnonzero(neg)[0])}); "
+                                f"linear NMF needs X >= 0 — use the bilinear model")
+        empty = np.flatnonzero(~(X != 0).any(axis=1))
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise DataError(f"{what} is empty (shape {X.shape})")
+    if empty.size:
+        raise DataError(f"{what} has {empty.size} all-zero document(s) (first: row {row0 + int(empty[0])}); "
+                        f"{model} cannot place them — drop them first (all-zero terms are harmless)")
+    return X
+
+
+def draw_seeds(random_state, size):
+    """One uint64 seed per stream, drawn from ``random_state`` at the boundary (as k-means)."""
+    from sklearn.utils import check_random_state
+
+    return check_random_state(random_state).randint(0, 2**64, size=size, dtype=np.uint64)
+
+
+def random_factors(seed, shapes, scale):
+    """Factors ``scale * |N(0, 1)|`` of the given shapes, in order, from one seeded stream."""
+    rng = np.random.default_rng(int(seed))
+    return [scale * np.abs(rng.standard_normal(s)) for s in shapes]
+
+
+def nndsvd(X, k, seed, fill):
+    """NNDSVD start (Boutsidis & Gallopoulos 2008) in our orientation: ``X ~ V U^T``.
+
+    Returns ``(U (m, k), V (n, k))``.  Zeros are replaced by ``fill`` (the
+    mean of X, scikit-learn's "nndsvda"): multiplicative updates never move an
+    exact zero.
+    """
+    from sklearn.utils.extmath import randomized_svd
+
+    Uv, S, Vt = randomized_svd(X, k, random_state=int(seed) % (2**32))  # X = Uv S Vt: Uv docs, Vt terms
+    V = np.zeros((X.shape[0], k))
+    U = np.zeros((X.shape[1], k))
+    V[:, 0] = np.sqrt(S[0]) * np.abs(Uv[:, 0])
+    U[:, 0] = np.sqrt(S[0]) * np.abs(Vt[0])
+    for j in range(1, k):
+        x, y = Uv[:, j], Vt[j]
+        xp, xn = np.maximum(x, 0), np.maximum(-x, 0)
+        yp, yn = np.maximum(y, 0), np.maximum(-y, 0)
+        xpn, ypn = np.linalg.norm(xp), np.linalg.norm(yp)
+        xnn, ynn = np.linalg.norm(xn), np.linalg.norm(yn)
+        if xpn * ypn >= xnn * ynn:
+            a, b, sigma = xp / max(xpn, 1e-300), yp / max(ypn, 1e-300), xpn * ypn
+        else:
+            a, b, sigma = xn / max(xnn, 1e-300), yn / max(ynn, 1e-300), xnn * ynn
+        V[:, j] = np.sqrt(S[j] * sigma) * a
+        U[:, j] = np.sqrt(S[j] * sigma) * b
+    V[V < 1e-12] = fill
+    U[U < 1e-12] = fill
+    return U, V
+
+
+def explicit_init(init, n_init, shapes, names):
+    """Explicit initial factors: a tuple of arrays with shapes ``shapes`` (2-D: one restart) or
+    ``(n_init,) + shape`` (3-D).  Returns a list (per restart) of tuples of float64 copies."""
+    if not isinstance(init, (tuple, list)) or len(init) != len(shapes):
+        raise UserError(f"init must be one of the method names or a tuple ({', '.join(names)}) of arrays")
+    arrs = []
+    for a, shape, name in zip(init, shapes, names):
+        a = np.array(a, dtype=np.float64)
+        if a.ndim == 2:
+            a = a[None]
+        if a.ndim != 3 or a.shape[1:] != shape:
+            raise UserError(f"init {name} must have shape {shape} or (n_init,) + {shape}, got {np.shape(a)}")
+        if a.shape[0] != n_init:
+            raise UserError(f"init {name} holds {a.shape[0]} restart(s) but n_init={n_init}; "
+                            f"pass n_init={a.shape[0]}")
+        if not np.isfinite(a).all() or (a < 0).any():
+            raise DataError(f"init {name} must be finite and non-negative")
+        arrs.append(a)
+    return [tuple(np.ascontiguousarray(a[r]) for a in arrs) for r in range(n_init)]
+
+
+def normalize_columns(F, norms):
+    """Columns of F divided by ``norms`` (a zero norm leaves the column, which is then zero)."""
+    safe = np.where(norms > 0, norms, 1.0)
+    return F / safe
+
+
+def labels_from(V, what="V"):
+    """``argmax`` of V's rows (first on ties); warn when a row of V is all zero (it gets label 0)."""
+    zero = ~(V > 0).any(axis=1)
+    if zero.any():
+        warnings.warn(f"NMF: {int(zero.sum())} document(s) have an all-zero row of {what} "
+                      f"(first: row {int(np.flatnonzero(zero)[0])}); labelled 0", RuntimeWarning, stacklevel=4)
+    return np.argmax(V, axis=1).astype(np.int32)
+
+
+def warn_not_converged(what, n_not, n_init, max_iter, tol):
+    if n_not and tol > 0:  # tol=0 asks for exactly max_iter iterations
+        warnings.warn(f"{what}: {n_not} of {n_init} restart(s) reached max_iter={max_iter} before the "
+                      f"relative objective change fell below tol={tol:g}", NMFConvergenceWarning, stacklevel=4)
+
+
+def rel_change(prev, cur):
+    return abs(prev - cur) / max(abs(prev), np.finfo(np.float64).tiny)

@@ -1,0 +1,439 @@
+"""Numba kernels of :mod:`bigclust.nmf`: products with X or K, the fused factor updates, kernel k-means.
+
+Conventions (DESIGN.md section 3): float64 C-contiguous inputs (the Python
+side converts), preallocated outputs documented IN / OUT / INOUT, no
+``fastmath`` (every update divides; the denominators are guarded by ``EPS``
+explicitly).
+
+Reductions over rows (Gram matrices ``F^T F``, the traces of the objective)
+are summed per fixed row range -- ``_CHUNKS`` ranges whose bounds depend on n
+only -- into partial arrays that Python adds in order.  The result is
+therefore the same whatever the number of threads.
+"""
+import numpy as np
+from numba import prange
+
+from .._numba import njit
+from ..kmeans_numba import METHOD_RANDOM, _d2_draw, _farthest_donor, _next_below
+
+#: denominators below EPS are replaced by EPS (only 0/0 and underflow ever reach it)
+EPS = 1e-300
+#: fixed row ranges of every parallel loop with a reduction (bounds depend on n only)
+_CHUNKS = 64
+#: columns of X per tile of :func:`dense_tmatmul` (a 128 x k tile of the output stays in cache)
+_TILE = 128
+
+
+@njit
+def _bounds(n, c):
+    step = (n + _CHUNKS - 1) // _CHUNKS
+    return min(n, c * step), min(n, c * step + step)
+
+
+# -- products ---------------------------------------------------------------------------------------
+
+
+@njit(parallel=True)
+def csr_matmul(data, indices, indptr, M, out):
+    """``out = X M`` for CSR X (r x c).
+
+    data, indices, indptr : IN, CSR arrays.  M : IN (c, k).  out : OUT (r, k).
+    O(nnz k), parallel over rows.
+    """
+    r = indptr.shape[0] - 1
+    k = M.shape[1]
+    for c in prange(_CHUNKS):
+        lo, hi = _bounds(r, c)
+        for i in range(lo, hi):
+            for l in range(k):
+                out[i, l] = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                v = data[p]
+                j = indices[p]
+                for l in range(k):
+                    out[i, l] += v * M[j, l]
+
+
+@njit(parallel=True)
+def csr_matmul_split(data, indices, indptr, M, outp, outm):
+    """``outp = K+ M`` and ``outm = K- M`` in one pass, K+ = max(K, 0), K- = max(-K, 0).
+
+    data, indices, indptr : IN, CSR arrays.  M : IN (c, k).  outp, outm : OUT (r, k).
+    """
+    r = indptr.shape[0] - 1
+    k = M.shape[1]
+    for c in prange(_CHUNKS):
+        lo, hi = _bounds(r, c)
+        for i in range(lo, hi):
+            for l in range(k):
+                outp[i, l] = 0.0
+                outm[i, l] = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                v = data[p]
+                j = indices[p]
+                if v > 0.0:
+                    for l in range(k):
+                        outp[i, l] += v * M[j, l]
+                elif v < 0.0:
+                    for l in range(k):
+                        outm[i, l] -= v * M[j, l]
+
+
+@njit(parallel=True)
+def dense_matmul(A, M, out):
+    """``out = A M`` for dense A (r x c), row by row.  M : IN (c, k).  out : OUT (r, k)."""
+    r, cdim = A.shape
+    k = M.shape[1]
+    for c in prange(_CHUNKS):
+        lo, hi = _bounds(r, c)
+        for i in range(lo, hi):
+            for l in range(k):
+                out[i, l] = 0.0
+            for j in range(cdim):
+                v = A[i, j]
+                if v != 0.0:
+                    for l in range(k):
+                        out[i, l] += v * M[j, l]
+
+
+@njit(parallel=True)
+def dense_matmul_split(A, M, outp, outm):
+    """:func:`csr_matmul_split` for a dense A (r x c)."""
+    r, cdim = A.shape
+    k = M.shape[1]
+    for c in prange(_CHUNKS):
+        lo, hi = _bounds(r, c)
+        for i in range(lo, hi):
+            for l in range(k):
+                outp[i, l] = 0.0
+                outm[i, l] = 0.0
+            for j in range(cdim):
+                v = A[i, j]
+                if v > 0.0:
+                    for l in range(k):
+                        outp[i, l] += v * M[j, l]
+                elif v < 0.0:
+                    for l in range(k):
+                        outm[i, l] -= v * M[j, l]
+
+
+@njit(parallel=True)
+def dense_tmatmul(A, M, out):
+    """``out = A^T M`` for dense A (r x c) without transposing A.
+
+    A : IN (r, c).  M : IN (r, k).  out : OUT (c, k).  Parallel over tiles of
+    ``_TILE`` columns of A; each tile reads its column range of every row once.
+    """
+    r, cdim = A.shape
+    k = M.shape[1]
+    n_tiles = (cdim + _TILE - 1) // _TILE
+    for b in prange(n_tiles):
+        t0 = b * _TILE
+        t1 = min(cdim, t0 + _TILE)
+        for t in range(t0, t1):
+            for l in range(k):
+                out[t, l] = 0.0
+        for i in range(r):
+            for t in range(t0, t1):
+                v = A[i, t]
+                if v != 0.0:
+                    for l in range(k):
+                        out[t, l] += v * M[i, l]
+
+
+@njit(parallel=True)
+def gram_parts(F, gram):
+    """Partial Gram matrices: ``gram[c] = sum of f_i^T f_i`` over the rows of range c.
+
+    F : IN (r, k).  gram : OUT (_CHUNKS, k, k); ``gram.sum(0) = F^T F``.
+    """
+    r, k = F.shape
+    for c in prange(_CHUNKS):
+        lo, hi = _bounds(r, c)
+        g = gram[c]
+        g[:, :] = 0.0
+        for i in range(lo, hi):
+            for a in range(k):
+                fa = F[i, a]
+                if fa != 0.0:
+                    for b in range(k):
+                        g[a, b] += fa * F[i, b]
+
+
+# -- factor updates ---------------------------------------------------------------------------------
+
+
+@njit
+def _accumulate(F, i, A, g, k):
+    """Row i's contribution to the Gram partial g and to ``sum F o A`` (returned)."""
+    s = 0.0
+    for a in range(k):
+        fa = F[i, a]
+        s += fa * A[i, a]
+        if fa != 0.0:
+            for b in range(k):
+                g[a, b] += fa * F[i, b]
+    return s
+
+
+@njit(parallel=True)
+def mult_rows(F, A, Lp, Sp, Lm, Sm, split, gram, cross_old, cross_new):
+    """One multiplicative update of every row of a factor, with the reductions of the objective.
+
+    F : INOUT (r, k), the factor.  A : IN (r, k), the numerator (``X U``,
+    ``K V``, ...).  The denominators are ``P+ = Lp Sp`` and ``P- = Lm Sm``
+    (Lp, Lm : IN (r, k); Sp, Sm : IN (k, k)); Lp may be F itself (read before
+    the row is written).  split : IN bool.
+
+    split False:  ``F <- F o A / max(P+, EPS)``                 (3-2, 3-3, 3-13, 3-15)
+    split True:   ``F <- F o (A + sqrt(A^2 + 4 P+ o P-)) / max(2 P+, EPS)``   (3-12, 3-14)
+
+    A zero entry of F stays zero (never 0 * inf).  gram : OUT (_CHUNKS, k, k),
+    partials of the new ``F^T F``.  cross_old, cross_new : OUT (_CHUNKS,),
+    partials of ``sum F o A`` before and after the update.
+    """
+    r, k = F.shape
+    for c in prange(_CHUNKS):
+        lo, hi = _bounds(r, c)
+        g = gram[c]
+        g[:, :] = 0.0
+        dp = np.empty(k)
+        dm = np.empty(k)
+        so = 0.0
+        sn = 0.0
+        for i in range(lo, hi):
+            for l in range(k):
+                so += F[i, l] * A[i, l]
+                s = 0.0
+                for q in range(k):
+                    s += Lp[i, q] * Sp[q, l]
+                dp[l] = s
+            if split:
+                for l in range(k):
+                    s = 0.0
+                    for q in range(k):
+                        s += Lm[i, q] * Sm[q, l]
+                    dm[l] = s
+            for l in range(k):
+                f = F[i, l]
+                if f == 0.0:
+                    continue
+                a = A[i, l]
+                if split:
+                    den = 2.0 * dp[l]
+                    num = a + np.sqrt(a * a + 4.0 * dp[l] * dm[l])
+                else:
+                    den = dp[l]
+                    num = a
+                F[i, l] = f * (num / (den if den > EPS else EPS))
+            sn += _accumulate(F, i, A, g, k)
+        cross_old[c] = so
+        cross_new[c] = sn
+
+
+@njit(parallel=True)
+def hals_rows(F, A, G, gram, cross_old, cross_new):
+    """One HALS (exact coordinate descent) sweep over the columns of a factor, row by row.
+
+    With the other factor fixed the rows of F are independent, so each row
+    is swept over its k coordinates in order, always using its latest values:
+    ``F_il <- max(0, F_il + (A_il - (F_i G)_l) / G_ll)``, skipped where
+    ``G_ll = 0`` (a zero column of the other factor).  This is fast HALS
+    (Cichocki & Phan 2009) and scikit-learn's coordinate descent.
+
+    F : INOUT (r, k).  A : IN (r, k) (``X U`` or ``X^T V``).  G : IN (k, k)
+    (``U^T U`` or ``V^T V``).  gram, cross_old, cross_new : OUT as in
+    :func:`mult_rows`.
+    """
+    r, k = F.shape
+    for c in prange(_CHUNKS):
+        lo, hi = _bounds(r, c)
+        g = gram[c]
+        g[:, :] = 0.0
+        so = 0.0
+        sn = 0.0
+        for i in range(lo, hi):
+            for l in range(k):
+                so += F[i, l] * A[i, l]
+            for l in range(k):
+                h = G[l, l]
+                if h <= 0.0:
+                    continue
+                s = 0.0
+                for q in range(k):
+                    s += F[i, q] * G[q, l]
+                v = F[i, l] + (A[i, l] - s) / h
+                F[i, l] = v if v > 0.0 else 0.0
+            sn += _accumulate(F, i, A, g, k)
+        cross_old[c] = so
+        cross_new[c] = sn
+
+
+# -- kernel k-means ---------------------------------------------------------------------------------
+
+
+@njit
+def _kk_init_one(K, k, state, method, idx):
+    """Seed points of one restart into idx (OUT int64 (k,)): k-means++ in feature space or uniform."""
+    n = K.shape[0]
+    if method == METHOD_RANDOM:
+        perm = np.arange(n)
+        for j in range(k):
+            m = j + _next_below(state, n - j)
+            tmp = perm[j]
+            perm[j] = perm[m]
+            perm[m] = tmp
+            idx[j] = perm[j]
+        return
+    first = _next_below(state, n)
+    idx[0] = first
+    d2 = np.empty(n)
+    for i in range(n):
+        d2[i] = max(K[i, i] + K[first, first] - 2.0 * K[i, first], 0.0)
+    for j in range(1, k):
+        pick = _d2_draw(d2, state)
+        idx[j] = pick
+        for i in range(n):
+            s = max(K[i, i] + K[pick, pick] - 2.0 * K[i, pick], 0.0)
+            if s < d2[i]:
+                d2[i] = s
+
+
+@njit(parallel=True)
+def kk_init(K, k, seeds, method, idx):
+    """Seed points of every restart.  K : IN (n, n).  seeds : IN uint64 (r,).  idx : OUT int64 (r, k)."""
+    for r in prange(seeds.shape[0]):
+        state = np.empty(1, dtype=np.uint64)
+        state[0] = seeds[r]
+        _kk_init_one(K, k, state, method, idx[r])
+
+
+@njit
+def _kk_stats(K, labels, k, F, s, counts):
+    """``F[i, c] = sum_{j in c} K_ij``, ``s[c] = sum_{j, l in c} K_jl``, ``counts[c] = |c|``.  O(n^2)."""
+    n = K.shape[0]
+    counts[:] = 0
+    for j in range(n):
+        counts[labels[j]] += 1
+    for i in range(n):
+        for c in range(k):
+            F[i, c] = 0.0
+        for j in range(n):
+            F[i, labels[j]] += K[i, j]
+    s[:] = 0.0
+    for i in range(n):
+        s[labels[i]] += F[i, labels[i]]
+
+
+@njit
+def _kk_assign(K, F, s, counts, k, i):
+    """Nearest implicit centre of point i: ``K_ii - 2 F_ic / |c| + s_c / |c|^2`` (first on ties)."""
+    best = 0
+    bd = np.inf
+    for c in range(k):
+        m = counts[c]
+        if m == 0:
+            continue
+        d = K[i, i] - 2.0 * F[i, c] / m + s[c] / (m * m)
+        if d < bd:
+            bd = d
+            best = c
+    return best, max(bd, 0.0)
+
+
+@njit
+def _kk_lloyd_one(K, idx, max_iter, labels):
+    """Kernel k-means (Lloyd in feature space) of one restart from the seed points idx (IN (k,)).
+
+    labels : OUT int32 (n,).  Returns ``(objective, n_iter, n_empty)``.  The
+    steps, stops and empty-cluster rule are those of :func:`bigclust.kmeans_numba._lloyd_one`:
+    the centres are the seed points for the first assignment and the means of
+    the clusters afterwards; an empty cluster takes the point farthest from its
+    centre among clusters of two or more points.
+    """
+    n = K.shape[0]
+    k = idx.shape[0]
+    F = np.empty((n, k))
+    s = np.empty(k)
+    counts = np.ones(k, dtype=np.int64)
+    d2 = np.empty(n)
+    for i in range(n):
+        for c in range(k):
+            F[i, c] = K[i, idx[c]]
+        labels[i] = -1
+    for c in range(k):
+        s[c] = K[idx[c], idx[c]]
+    obj = 0.0
+    n_iter = 0
+    n_empty = 0
+    converged = False
+    while n_iter < max_iter:
+        n_iter += 1
+        changed = 0
+        obj = 0.0
+        for i in range(n):
+            best, bd = _kk_assign(K, F, s, counts, k, i)
+            if labels[i] != best:
+                changed += 1
+                labels[i] = best
+            d2[i] = bd
+            obj += bd
+        if changed == 0:
+            converged = True
+            break
+        counts[:] = 0
+        for i in range(n):
+            counts[labels[i]] += 1
+        for c in range(k):
+            if counts[c] > 0:
+                continue
+            far = _farthest_donor(labels, counts, d2)
+            counts[labels[far]] -= 1
+            counts[c] = 1
+            labels[far] = c
+            d2[far] = 0.0
+            n_empty += 1
+        _kk_stats(K, labels, k, F, s, counts)
+    if not converged:
+        obj = 0.0
+        for i in range(n):
+            best, bd = _kk_assign(K, F, s, counts, k, i)
+            labels[i] = best
+            obj += bd
+    return obj, n_iter, n_empty
+
+
+@njit(parallel=True)
+def kk_lloyd(K, idx, max_iter, labels, objective, n_iter, n_empty):
+    """Independent kernel k-means runs, in parallel over restarts.
+
+    K : IN (n, n) symmetric.  idx : IN int64 (r, k), seed points per restart.
+    labels : OUT int32 (r, n).  objective : OUT (r,), sum of squared
+    feature-space distances to the centres.  n_iter : OUT int32 (r,).
+    n_empty : OUT int64 (r,), empty clusters re-seeded.
+    """
+    for r in prange(idx.shape[0]):
+        res = _kk_lloyd_one(K, idx[r], max_iter, labels[r])
+        objective[r] = res[0]
+        n_iter[r] = res[1]
+        n_empty[r] = res[2]
+
+
+@njit(parallel=True)
+def tdot_parts(F, M, parts):
+    """Partials of ``F^T M``: ``parts[c] = sum of f_i^T m_i`` over the rows of range c.
+
+    F : IN (r, k).  M : IN (r, q).  parts : OUT (_CHUNKS, k, q).
+    """
+    r, k = F.shape
+    q = M.shape[1]
+    for c in prange(_CHUNKS):
+        lo, hi = _bounds(r, c)
+        g = parts[c]
+        g[:, :] = 0.0
+        for i in range(lo, hi):
+            for a in range(k):
+                fa = F[i, a]
+                if fa != 0.0:
+                    for b in range(q):
+                        g[a, b] += fa * M[i, b]

@@ -1,0 +1,112 @@
+"""Products and reductions over a data matrix (dense or CSR) through the Numba kernels.
+
+Kept in one place so the in-memory drivers, the streamed blocks and the
+bilinear kernel operators call exactly the same arithmetic.  The Numba
+kernels are imported lazily (``import bigclust`` stays fast).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def kern():
+    from . import _numba
+
+    return _numba
+
+
+def csr_transpose(X):
+    """``X^T`` as canonical CSR with int64 indices (the CSC of X, read row-wise)."""
+    T = X.T.tocsr()
+    T.sort_indices()
+    T.indices = T.indices.astype(np.int64, copy=False)
+    T.indptr = T.indptr.astype(np.int64, copy=False)
+    return T
+
+
+def matmul(X, M):
+    """``X M`` (r x k) for dense or CSR X (rows), M (c x k) float64."""
+    M = np.ascontiguousarray(M, dtype=np.float64)
+    out = np.empty((X.shape[0], M.shape[1]))
+    if sp.issparse(X):
+        kern().csr_matmul(X.data, X.indices, X.indptr, M, out)
+    else:
+        kern().dense_matmul(X, M, out)
+    return out
+
+
+def matmul_split(X, M):
+    """``(X+ M, X- M)`` with X+ = max(X, 0), X- = max(-X, 0), in one pass."""
+    M = np.ascontiguousarray(M, dtype=np.float64)
+    outp = np.empty((X.shape[0], M.shape[1]))
+    outm = np.empty_like(outp)
+    if sp.issparse(X):
+        kern().csr_matmul_split(X.data, X.indices, X.indptr, M, outp, outm)
+    else:
+        kern().dense_matmul_split(X, M, outp, outm)
+    return outp, outm
+
+
+def tmatmul(X, M, XT=None):
+    """``X^T M`` (c x k); ``XT`` is the CSR transpose of a CSR X when the caller keeps one."""
+    M = np.ascontiguousarray(M, dtype=np.float64)
+    if sp.issparse(X):
+        return matmul(XT if XT is not None else csr_transpose(X), M)
+    out = np.empty((X.shape[1], M.shape[1]))
+    kern().dense_tmatmul(X, M, out)
+    return out
+
+
+def gram(F):
+    """``F^T F`` summed over fixed row ranges (thread-count independent)."""
+    k = F.shape[1]
+    parts = np.empty((kern()._CHUNKS, k, k))
+    kern().gram_parts(F, parts)
+    return parts.sum(axis=0)
+
+
+def sqnorm(X):
+    """``||X||_F^2`` (float64)."""
+    d = X.data if sp.issparse(X) else X.ravel()
+    return float(np.dot(d, d))
+
+
+def step(solver, F, A, G):
+    """One linear-NMF update of factor F (INOUT) from numerator A and Gram matrix G of the other factor.
+
+    Returns ``(F^T F, sum F_old o A, sum F_new o A)`` (new Gram, old and new cross terms).
+    """
+    K = kern()
+    k = F.shape[1]
+    gp = np.empty((K._CHUNKS, k, k))
+    co = np.empty(K._CHUNKS)
+    cn = np.empty(K._CHUNKS)
+    if solver == "mu":
+        K.mult_rows(F, A, F, G, F, G, False, gp, co, cn)
+    else:
+        K.hals_rows(F, A, G, gp, co, cn)
+    return gp.sum(axis=0), float(co.sum()), float(cn.sum())
+
+
+def mult_step(F, A, Lp, Sp, Lm=None, Sm=None):
+    """Multiplicative update of F (INOUT); split rules when ``Lm`` is given (see ``_numba.mult_rows``).
+
+    Returns ``(F^T F, sum F_old o A, sum F_new o A)``.
+    """
+    K = kern()
+    k = F.shape[1]
+    gp = np.empty((K._CHUNKS, k, k))
+    co = np.empty(K._CHUNKS)
+    cn = np.empty(K._CHUNKS)
+    split = Lm is not None
+    K.mult_rows(F, A, Lp, np.ascontiguousarray(Sp), Lm if split else Lp,
+                np.ascontiguousarray(Sm) if split else Sp, split, gp, co, cn)
+    return gp.sum(axis=0), float(co.sum()), float(cn.sum())
+
+
+def tdot(F, M):
+    """``F^T M`` (k x q) for tall F (r x k), M (r x q), summed over fixed row ranges."""
+    parts = np.empty((kern()._CHUNKS, F.shape[1], M.shape[1]))
+    kern().tdot_parts(np.ascontiguousarray(F), np.ascontiguousarray(M), parts)
+    return parts.sum(axis=0)
