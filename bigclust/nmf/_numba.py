@@ -13,7 +13,7 @@ therefore the same whatever the number of threads.
 import numpy as np
 from numba import prange
 
-from .._numba import njit
+from .._jit import njit
 from ..kmeans_numba import METHOD_RANDOM, _d2_draw, _farthest_donor, _next_below
 
 #: denominators below EPS are replaced by EPS (only 0/0 and underflow ever reach it)
