@@ -20,7 +20,7 @@ _SUBMODULES = {
     "normalize", "pipeline", "plan", "preprocess", "report", "spectral", "store",
 }
 #: scikit-learn estimators, importable as ``bigclust.SpectralClustering``
-_ESTIMATORS = {"SpectralClustering"}
+_ESTIMATORS = {"NMFClustering", "SpectralClustering"}
 
 __all__ = sorted(_SUBMODULES | _ESTIMATORS | {"__version__"})
 

@@ -220,3 +220,48 @@ def map_blocks(client, ring, blocks, fn, src, dtype, dst, *args):
     return results
 
 
+
+
+class RowReader:
+    """``reader(i)``: rows ``bounds[i]:bounds[i+1]`` of a matrix stored in a bigclust store (dense or CSR).
+
+    Holds only the store path and names, so it pickles to Dask workers (each
+    opens the store itself).  A CSR block reads its slice of ``indptr`` and
+    then just its stretch of ``data`` / ``indices``.
+    """
+
+    def __init__(self, store_path, stage, key, name, bounds):
+        self.store_path, self.stage, self.key, self.name = str(store_path), stage, key, name
+        self.bounds = [int(b) for b in bounds]
+
+    def _node(self):
+        from .store import Store
+        return Store(self.store_path).open(self.stage, self.key)[self.name]
+
+    def __call__(self, i):
+        import scipy.sparse as sp
+        r0, r1 = self.bounds[i], self.bounds[i + 1]
+        node = self._node()
+        if node.attrs.get("format") != "csr":
+            return np.asarray(node[r0:r1])
+        ptr = node["indptr"][r0:r1 + 1]
+        a, b = int(ptr[0]), int(ptr[-1])
+        return sp.csr_matrix((node["data"][a:b], node["indices"][a:b], ptr - a),
+                             shape=(r1 - r0, int(node.attrs["shape"][1])))
+
+
+def stored_shape(node):
+    """``(n, m, bytes per row on average)`` of a stored dense or CSR matrix."""
+    if node.attrs.get("format") == "csr":
+        n, m = node.attrs["shape"]
+        nnz = node["data"].shape[0]
+        per = (nnz * (node["data"].dtype.itemsize + 8) + 8 * (n + 1)) / max(n, 1)
+        return int(n), int(m), per
+    return int(node.shape[0]), int(node.shape[1]), node.shape[1] * node.dtype.itemsize
+
+
+def task_mapper(client):
+    """``map_blocks(fn, args_list)`` running one Dask task per block on ``client`` (results in order)."""
+    def run(fn, args_list):
+        return client.gather([client.submit(fn, *args, pure=False) for args in args_list])
+    return run

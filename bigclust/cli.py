@@ -163,6 +163,20 @@ def _bench_print(res, as_json):
     click.echo(json.dumps(res) if as_json else format_report(res))
 
 
+@bench.command("nmf")
+@click.option("--k", default=20, show_default=True, type=click.IntRange(min=2), help="Components (clusters).")
+@click.option("--iters", default=30, show_default=True, type=click.IntRange(min=1), help="Iterations timed.")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1))
+@click.option("--max-memory", default="256MB", show_default=True, help="Budget of the streamed (out-of-core) run.")
+@click.option("--data", default="news20-all", show_default=True,
+              help="Named corpus (needs $BIGCLUST_DATA; else a synthetic tf-idf matrix).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def bench_nmf(k, iters, repeats, max_memory, data, as_json):
+    """Linear NMF (MU, HALS) vs scikit-learn, bilinear vs linear per iteration, streamed peak RSS."""
+    from .bench_nmf import bench_nmf as run
+    _bench_print(run(k=k, iters=iters, repeats=repeats, max_memory=max_memory, data=data), as_json)
+
+
 @bench.command("bbs")
 @click.option("--n", default=6000, show_default=True, type=click.IntRange(min=16), help="Kernel size n x n.")
 @click.option("--dtype", default="float64", show_default=True, type=click.Choice(["float32", "float64"]))

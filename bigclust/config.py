@@ -88,6 +88,14 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "evaluate": {
         "nmi_norm": _choice("sqrt", "max", "arithmetic"),
+        # "subsets": every method on random subsets of the classes (paper 001), averaged per size
+        "protocol": Key(str, "all", lambda v: v in ("all", "subsets"), "one of 'all', 'subsets'", sweep=False),
+        "subset_sizes": Key(list, [2, 3, 4, 5, 6, 7, 8, 9, 10],
+                            lambda v: len(v) > 0 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 2
+                                                         for x in v) and len(set(v)) == len(v),
+                            "a list of distinct integers >= 2", sweep=False),
+        "subset_trials": _pos(int, 50, sweep=False),
+        "subset_seed": _nonneg(int, 0, sweep=False),
     },
     "dask": {
         "scheduler": Key(str, "", sweep=False),
@@ -280,6 +288,10 @@ def from_dict(raw: dict, path: Path | str = "<config>") -> Config:
             get_info(data["name"])
         except Exception as e:  # DataError: unknown name
             raise ConfigError(f"{path}: [data] name: {e}") from None
+    ev = sections["evaluate"]
+    if ev["protocol"] == "subsets" and sections["cluster"]["n_clusters"]:
+        raise ConfigError(f"{path}: [cluster] n_clusters: the subset protocol clusters each subset into as many "
+                          "clusters as it has classes; leave n_clusters unset")
     if len(set(names)) != len(names):
         raise ConfigError(f"{path}: [method] names: {names!r} lists a method twice")
     try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numbers
 import shutil
 import tempfile
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -242,6 +243,8 @@ def run_estimator(raw_config: dict, X, scheduler=None) -> dict:
         labels = read_matrix(g, "labels")
         out["labels"] = np.asarray(labels[best] if labels.ndim == 2 else labels, dtype=np.int64)
         out["inertia"] = float(read_matrix(g, "inertia")[best]) if "inertia" in g else float("nan")
+        out["final_attrs"] = dict(g.attrs)
+        out["arrays"] = {name: read_matrix(g, name) for name in g.array_keys() if name not in ("labels", "inertia")}
         for (st, k) in runner.done:
             if st == "embed":
                 out["embed"] = runner.done[(st, k)]
@@ -257,3 +260,147 @@ def run_estimator(raw_config: dict, X, scheduler=None) -> dict:
         return out
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+class NMFClustering(ClusterMixin, BaseEstimator):
+    """NMF document clustering (paper 001), scikit-learn style: label = argmax of the document factor.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+    model : {"linear", "bilinear"}, default="linear"
+        ``linear``: ``X ~ V U^T`` (U: terms x k, V: documents x k);
+        ``bilinear``: concept factorisation ``X ~ X W V^T`` on ``kernel``.
+    kernel : {"linear", "cosine2", "gaussian", "knn", "cosine"}, default="linear"
+        Bilinear model only.  ``linear``: ``K = X X^T``, never formed (O(nnz k)
+        per iteration); the others are built as in :class:`SpectralClustering`.
+    gamma, n_neighbors : float, int
+        Kernel parameters (Gaussian width as a squared distance; kNN size).
+    ncw : bool, default=False
+        Normalised cut weighting: documents weighted by ``d_i^(-1/2)``, ``d = K 1``.
+    solver : {"mu", "hals"}, default="mu"
+        Linear model: multiplicative updates (the paper's) or fast HALS.
+    init : {"random", "nndsvd"}, default="random"
+        Linear model (the bilinear model starts at random).
+    n_init : int, default=10
+        Restarts; the lowest objective wins.
+    max_iter : int, default=500
+    tol : float, default=1e-5
+        Relative objective change to stop at.
+    random_state : int, RandomState or None
+    max_memory : str or int, default="4GB"
+    scheduler : str or None
+
+    Attributes
+    ----------
+    labels_ : ndarray (n_samples,)
+        Cluster of each document; -1 for an all-zero document (no terms to place it by; a warning says so).
+    components_ : ndarray
+        Linear: U^T (k x n_features), the term factor.  Bilinear: W^T (k x n_samples).
+    document_factor_ : ndarray (n_samples, k)
+        V (normalised as in 3-4/3-5 or 3-16/3-17).
+    objective_ : float
+    n_iter_ : int
+    n_features_in_ : int
+    """
+
+    def __init__(self, n_clusters=8, *, model="linear", kernel="linear", gamma=1.0, n_neighbors=15, ncw=False,
+                 solver="mu", init="random", n_init=10, max_iter=500, tol=1e-5, random_state=None,
+                 max_memory="4GB", scheduler=None):
+        self.n_clusters = n_clusters
+        self.model = model
+        self.kernel = kernel
+        self.gamma = gamma
+        self.n_neighbors = n_neighbors
+        self.ncw = ncw
+        self.solver = solver
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+        self.max_memory = max_memory
+        self.scheduler = scheduler
+
+    def _config(self, seed):
+        common = {"n_init": self.n_init, "max_iter": self.max_iter, "tol": float(self.tol), "ncw": bool(self.ncw)}
+        if self.model == "linear":
+            name, section = "nmf", {**common, "solver": self.solver, "init": self.init}
+        else:
+            name, section = "binmf", common
+        return {
+            "data": {"path": "<array>"},
+            "preprocess": {"l2_normalize": False, "tfidf": False},
+            "affinity": {"kind": self.kernel, "gamma": float(self.gamma), "n_neighbors": self.n_neighbors},
+            "method": {"names": [name]},
+            name: section,
+            "cluster": {"n_clusters": self.n_clusters, "seed": seed},
+            "store": {"path": "<temporary>", "max_memory": self.max_memory},
+            "output": {"dir": "<none>", "plots": False},
+        }
+
+    def fit(self, X, y=None):
+        """Factorise X and label each document by its largest factor entry.
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix or dask.array, shape (n_samples, n_features)
+            Non-negative for the linear model.
+        y : ignored
+        """
+        X = _check_X(self, X)
+        if self.model not in ("linear", "bilinear"):
+            raise ValueError(f"model must be 'linear' or 'bilinear', got {self.model!r}")
+        if self.kernel not in AFFINITIES:
+            raise ValueError(f"kernel must be one of {', '.join(AFFINITIES)}, got {self.kernel!r}")
+        k = self.n_clusters
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1 or (k > X.shape[0]):
+            raise ValueError(f"n_clusters must be an integer between 1 and n_samples={X.shape[0]}, got {k!r}")
+        if k == 1:  # one cluster holds every sample
+            self.labels_ = np.zeros(X.shape[0], dtype=np.int64)
+            self.components_ = self.document_factor_ = None
+            self.objective_, self.n_iter_ = float("nan"), 0
+            return self
+        if self.model == "linear" and not hasattr(X, "dask"):
+            from sklearn.utils.validation import check_non_negative
+            check_non_negative(X, "NMFClustering (model='linear'; the bilinear model takes any sign)")
+        # an all-zero document has no terms to place it by: it gets label -1 (noise), as in DBSCAN
+        keep = None if hasattr(X, "dask") else np.asarray((abs(X) if sp.issparse(X) else np.abs(X)).sum(axis=1)).ravel() > 0
+        if keep is not None and not keep.all():
+            if keep.sum() < max(k, 2):
+                raise ValueError(f"X has {int((~keep).sum())} all-zero rows and only {int(keep.sum())} others; "
+                                 f"n_clusters={k} needs at least that many non-zero documents")
+            warnings.warn(f"NMFClustering: {int((~keep).sum())} all-zero document(s) (first: row "
+                          f"{int(np.flatnonzero(~keep)[0])}) cannot be placed; labelled -1", RuntimeWarning,
+                          stacklevel=2)
+            Xk = X[np.flatnonzero(keep)]
+        else:
+            Xk = X
+        res = run_estimator(self._config(_seed(self.random_state)), Xk, self.scheduler)
+        arrays = res["arrays"]
+        self.labels_, V = res["labels"], arrays["V"]
+        if Xk is not X:
+            self.labels_ = np.full(X.shape[0], -1, dtype=np.int64)
+            self.labels_[keep] = res["labels"]
+            V = np.zeros((X.shape[0], V.shape[1]))
+            V[keep] = arrays["V"]
+        self.document_factor_ = V
+        W = arrays["U"] if self.model == "linear" else arrays["W"]
+        if self.model == "bilinear" and Xk is not X:
+            full = np.zeros((X.shape[0], W.shape[1]))
+            full[keep] = W
+            W = full
+        self.components_ = W.T
+        self.objective_ = res["inertia"]
+        self.n_iter_ = int(res["final_attrs"].get("n_iter", 0))
+        return self
+
+    def fit_predict(self, X, y=None):
+        """Fit and return ``labels_``."""
+        return self.fit(X).labels_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = self.model == "linear"
+        return tags

@@ -57,13 +57,22 @@ class Method:
         Its name in ``[method] names`` and its config section ``[name]``.
     params : type
         Frozen dataclass of its parameters (fields made with :func:`param`).
-    chain : tuple of str
-        Stages after preprocess, each a name in :data:`bigclust.stages.STAGES`.
+    chain : tuple of str, or callable
+        Stages after preprocess, each a name in :data:`bigclust.stages.STAGES`;
+        or ``chain(params, point) -> tuple`` when they depend on the parameters
+        or the config point (bilinear NMF on the linear kernel skips the affinity).
     doc : str
         One line for ``bigclust methods`` and error messages.
     normalize : callable, optional
         Embed stage in memory: ``(K, params, y) -> (P, info)``; ``K`` is a
         list of kernels when ``combine`` is set.
+    assign : callable, optional
+        Assign stage: ``(X or K, params, k, seed, cluster_section, src) -> Assignment``
+        (:class:`bigclust.nmf._hooks.Assignment`), for methods that label the
+        points themselves (NMF: argmax of a factor; kernel k-means).
+    assign_streamed : callable, optional
+        Assign stage when X does not fit ``max_memory`` (:func:`bigclust.plan.nmf_plan`):
+        ``(read_block, bounds, params, k, seed, map_blocks) -> Assignment``.
     normalize_ooc : callable, optional
         Embed stage out of core: ``(Ks, group, params, y, max_memory, client)
         -> (P, scale, info, extra_attrs)`` with ``Ks`` zarr arrays, ``P`` a
@@ -77,9 +86,11 @@ class Method:
 
     name: str
     params: type
-    chain: tuple[str, ...]
+    chain: tuple[str, ...] | Callable
     doc: str = ""
     normalize: Callable | None = None
+    assign: Callable | None = None
+    assign_streamed: Callable | None = None
     normalize_ooc: Callable | None = None
     combine: tuple[str, str] | None = None
     overrides: Callable | None = None
@@ -91,6 +102,10 @@ class Method:
     def make(self, values: dict | None = None):
         """The parameter dataclass from a (validated) section dict; defaults for missing keys."""
         return self.params(**(values or {}))
+
+    def stages(self, params, point) -> tuple[str, ...]:
+        """The chain for these parameters at this config point."""
+        return self.chain(params, point) if callable(self.chain) else self.chain
 
 
 REGISTRY: dict[str, Method] = {}
@@ -131,13 +146,17 @@ def check_names(value) -> bool:
     return isinstance(value, list) and len(value) > 0 and all(isinstance(v, str) and v in names() for v in value)
 
 
-def _hook(name):
-    """A hook of :mod:`bigclust.normalize._hooks`, imported on first call (``import bigclust`` stays fast)."""
+def _hook(name, module="bigclust.normalize._hooks"):
+    """A hook of a family's ``_hooks`` module, imported on first call (``import bigclust`` stays fast)."""
     def call(*args, **kwargs):
-        from .normalize import _hooks
-        return getattr(_hooks, name)(*args, **kwargs)
+        from importlib import import_module
+        return getattr(import_module(module), name)(*args, **kwargs)
     call.__name__ = name
     return call
+
+
+def _nmf(name):
+    return _hook(name, "bigclust.nmf._hooks")
 
 
 # -- the built-in methods --------------------------------------------------------------------------
@@ -148,6 +167,7 @@ class KMeansParams:
     """K-means on the (preprocessed) data themselves."""
 
     n_init: int = nonnegative(0, int)   # restarts; 0 = [cluster] n_init (raw text can afford fewer)
+    ncw: bool = param(False)            # paper 001's KM-NCW: k-means on d_i^(-1/2) x_i, d = X X^T 1
 
 
 @dataclass(frozen=True)
@@ -191,9 +211,46 @@ class MBBSParams:
     tol: float = positive(1e-6, float)       # stop when the weights move less than this
 
 
+@dataclass(frozen=True)
+class RCParams:
+    """Ratio cut (paper 001's RC): the k smallest eigenvectors of the Laplacian D - A."""
+
+
+@dataclass(frozen=True)
+class NMFParams:
+    """Linear NMF (paper 001, 3-1..3-5): X ~ V U^T, label = argmax of V's row."""
+
+    solver: str = param("mu", choices=("mu", "hals"))
+    init: str = param("random", choices=("random", "nndsvd"))
+    n_init: int = positive(10, int)           # restarts, the lowest objective wins ("best of 10 runs")
+    max_iter: int = positive(500, int)
+    tol: float = nonnegative(1e-5, float)     # relative objective change to stop at
+    ncw: bool = param(False)                  # NMF-NCW: documents weighted by d^(-1/2)
+
+
+@dataclass(frozen=True)
+class BiNMFParams:
+    """Bilinear (kernel) NMF, concept factorisation (3-6..3-17) on [affinity]'s kernel (linear: never formed)."""
+
+    init: str = param("random", choices=("random",))
+    n_init: int = positive(10, int)
+    max_iter: int = positive(500, int)
+    tol: float = nonnegative(1e-5, float)
+    ncw: bool = param(False)                  # BiNMF-NCW: on D^(-1/2) K D^(-1/2)
+
+
+@dataclass(frozen=True)
+class KernelKMeansParams:
+    """Kernel k-means on [affinity]'s kernel (restarts and iterations from [cluster])."""
+
+    ncw: bool = param(False)                  # on D^(-1/2) K D^(-1/2)
+
+
 SPECTRAL = ("affinity", "embed", "cluster")
 
-register(Method("kmeans", KMeansParams, ("cluster",), "K-means on the data (restarts or mini-batch)",
+register(Method("kmeans", KMeansParams, lambda p, point: ("assign",) if p.ncw else ("cluster",),
+                "K-means on the data (restarts or mini-batch; ncw: on NCW-weighted documents)",
+                assign=_nmf("kmeans_ncw_assign"),
                 overrides=lambda p: {"cluster": {"n_init": p.n_init}} if p.n_init else {}))
 register(Method("ra", RAParams, SPECTRAL, "spectral clustering on K itself",
                 normalize=_hook("ra_memory"), normalize_ooc=_hook("ra_ooc")))
@@ -205,3 +262,12 @@ register(Method("bbs", BBSParams, SPECTRAL, "Euclidean bi-stochastic projection 
                 normalize=_hook("bbs_memory"), normalize_ooc=_hook("bbs_ooc")))
 register(Method("mbbs", MBBSParams, SPECTRAL, "BBS of learnt weights over the kernels of a gamma sweep",
                 normalize=_hook("mbbs_memory"), normalize_ooc=_hook("mbbs_ooc"), combine=("affinity", "gamma")))
+register(Method("rc", RCParams, SPECTRAL, "ratio cut: smallest eigenvectors of the Laplacian D - A",
+                normalize=_hook("rc_memory")))
+register(Method("nmf", NMFParams, ("assign",), "linear NMF on the documents (paper 001)",
+                assign=_nmf("nmf_assign"), assign_streamed=_nmf("nmf_assign_streamed")))
+register(Method("binmf", BiNMFParams,
+                lambda p, point: ("assign",) if point["affinity"]["kind"] == "linear" else ("affinity", "assign"),
+                "bilinear kernel NMF (paper 001); the linear kernel is never formed", assign=_nmf("binmf_assign")))
+register(Method("kkmeans", KernelKMeansParams, ("affinity", "assign"), "kernel k-means on the affinity",
+                assign=_nmf("kernel_kmeans_assign")))

@@ -178,15 +178,17 @@ class Runner:
         y = None
         if ia["has_labels"]:
             y = read_matrix(self.store.open("ingest", ing_key), "y")
+        self.ingest_key = ing_key
         return pre_key, ia, y
 
     source = None  # a data source to ingest instead of the config's [data] (the estimators' arrays)
 
-    def run_instance(self, method, group):
-        """Run (or resume) the chain of ``method`` for one instance; returns (record, labels of every restart).
+    def run_instance(self, method, group, classes=None):
+        """Run (or resume) the chain of ``method`` for one instance; returns (record, (final stage, key)).
 
         ``group``: the config points the instance uses (one, or every value
-        of the sweep the method combines).
+        of the sweep the method combines).  ``classes``: cluster only the
+        samples of these classes, into as many clusters (the subset protocol).
         """
         from .metrics import batch_scores
 
@@ -194,9 +196,17 @@ class Runner:
         group = [_with_overrides(p, method) for p in group]
         params = method.make(point[method.name])
         pre_key, ia, y = self.data(point)
-        ctx = stages.Context(self.cfg, self.store, method, params, group, ia, self._n_clusters(point["cluster"], ia))
         src, keys, chain = "preprocess", [pre_key], [("preprocess", pre_key)]
-        for name in method.chain:
+        if classes is not None:
+            sp_ = stages.SubsetParams(input=pre_key, labels=self.ingest_key, classes=tuple(int(c) for c in classes))
+            key = self._stage(STAGES["subset"], sp_, STAGES["subset"].describe(sp_))
+            g = self.store.open("subset", key)
+            y, ia = read_matrix(g, "y"), {**ia, "n_samples": g.attrs["n_samples"], "n_classes": len(classes)}
+            src, keys = "subset", [key]
+            chain.append(("subset", key))
+        ctx = stages.Context(self.cfg, self.store, method, params, group, ia,
+                             len(classes) if classes is not None else self._n_clusters(point["cluster"], ia))
+        for name in method.stages(params, point):
             sd = STAGES[name]
             plist = sd.build(ctx, src, keys)
             keys = [self._stage(sd, p, f"{method.name} {sd.describe(p)}".strip() if name != "affinity"
@@ -235,7 +245,9 @@ def _shown(method, params, group) -> dict:
     """The parameters a record is labelled with: the affinity's width(s) and the method's own."""
     shown = {}
     a = group[0]["affinity"]
-    if "affinity" in method.chain:
+    if "affinity" in method.stages(params, group[0]):
+        if a["kind"] != "gaussian":
+            shown["kind"] = a["kind"]
         if method.combine:
             sec, key = method.combine
             shown[key + "s"] = [p[sec][key] for p in group]
@@ -319,12 +331,13 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
     t0 = time.perf_counter()
     dk = cfg.sections["dask"]
     with dask_client(scheduler if scheduler is not None else dk["scheduler"], dk["n_workers"]) as client:
-        records, _ = execute(Runner(cfg, store, client, force), points, grouped)
+        runner = Runner(cfg, store, client, force)
+        records, _ = execute(runner, points, grouped)
     if force and out_dir.exists():
         _archive_out_dir(out_dir)
-    report.write(out_dir, records, cfg, plots=cfg.sections["output"]["plots"])
+    report.write(out_dir, records, cfg, plots=cfg.sections["output"]["plots"], trials=runner.trials)
     log(f"done in {time.perf_counter() - t0:.1f} s; results in {out_dir}")
-    print(report.markdown_table(records))
+    print(report.subset_tables(records) if runner.trials else report.markdown_table(records))
     return records
 
 
@@ -334,25 +347,96 @@ def execute(runner: Runner, points, grouped):
     Single-point methods run point by point; a method that combines a sweep
     runs once per group afterwards.  An instance whose final stage another
     already reported (K-means on X does not depend on γ) is reported once.
+    Under ``[evaluate] protocol = "subsets"`` every instance runs on every
+    drawn subset of classes and the records are averages per subset size
+    (the per-subset records are in ``runner.trials``).
     """
-    records, finals = [], []
-    single = [m for m in grouped if get_method(m).combine is None]
-    for i, point in enumerate(points):
-        runner.log(f"[{i + 1}/{len(points)}] " + (_fmt({f"{s}.{k}": point[s][k] for s, k in runner.cfg.sweeps})
-                                                   or "(no sweep)"))
-        for m in single:
-            _add(records, finals, *runner.run_instance(get_method(m), [point]))
-    for m in grouped:
-        if get_method(m).combine is not None:
-            for group in grouped[m]:
-                _add(records, finals, *runner.run_instance(get_method(m), group))
+    units = [(get_method(m), [p]) for p in points for m in grouped if get_method(m).combine is None]
+    units += [(get_method(m), g) for m in grouped if get_method(m).combine is not None for g in grouped[m]]
+    ev = points[0]["evaluate"]
+    draws = subset_draws(runner, points[0]) if ev["protocol"] == "subsets" else [(None, None, None)]
+    runner.trials = []
+    records, finals, last = [], [], None
+    for method, group in units:
+        if group[0] is not last and method.combine is None:
+            last = group[0]
+            i = next(j for j, p in enumerate(points) if p is last)
+            runner.log(f"[{i + 1}/{len(points)}] " + (_fmt({f"{s}.{k}": last[s][k] for s, k in runner.cfg.sweeps})
+                                                       or "(no sweep)"))
+        trials = []
+        with _trial_progress(runner, method, len(draws)) as tick:
+            for k, trial, classes in draws:
+                rec, final = runner.run_instance(method, group, classes)
+                if classes is not None:
+                    rec.update(subset_size=k, trial=trial, classes=list(classes))
+                trials.append((rec, final))
+                tick()
+        if classes is None:
+            rec, final = trials[0]
+        else:
+            rec, final = _average_trials([r for r, _ in trials]), tuple(f for _, f in trials)
+        if final not in finals:
+            records.append(rec)
+            finals.append(final)
+            runner.trials += [r for r, _ in trials] if classes is not None else []
     return records, finals
 
 
-def _add(records, finals, rec, final):
-    if final not in finals:
-        records.append(rec)
-        finals.append(final)
+@contextlib.contextmanager
+def _trial_progress(runner, method, n):
+    """Under the subset protocol: one progress bar per method instead of a line per stage."""
+    if n == 1:
+        yield lambda: None
+        return
+    from tqdm import tqdm
+    log = runner.log
+    runner.log = lambda msg: None
+    try:
+        with tqdm(total=n, desc=f"  {method.name} on subsets", unit="subset", file=sys.stderr, disable=None) as bar:
+            yield lambda: bar.update(1)
+    finally:
+        runner.log = log
+    log(f"  {method.name}: {n} subsets done")
+
+
+def subset_draws(runner: Runner, point):
+    """``(k, trial, classes)`` for every subset size k and trial, drawn with ``[evaluate] subset_seed``."""
+    import numpy as np
+
+    _, ia, y = runner.data(point)
+    if y is None:
+        raise UserError(f"{runner.cfg.path}: [evaluate] protocol = \"subsets\" needs labelled data")
+    ev = point["evaluate"]
+    n_classes = int(ia["n_classes"])
+    too_big = [k for k in ev["subset_sizes"] if k > n_classes]
+    if too_big:
+        raise UserError(f"{runner.cfg.path}: [evaluate] subset_sizes {too_big} exceed the {n_classes} classes "
+                        f"of {ia['dataset']}")
+    rng = np.random.default_rng(ev["subset_seed"])
+    return [(k, t, tuple(int(c) for c in np.sort(rng.choice(n_classes, size=k, replace=False))))
+            for k in ev["subset_sizes"] for t in range(ev["subset_trials"])]
+
+
+def _average_trials(trials):
+    """One record per method and subset size list: means (and standard deviations) over the trials."""
+    import numpy as np
+
+    first = trials[0]
+    rec = {k: first[k] for k in ("method", "params", "dataset") if k in first}
+    by_k = {}
+    for r in trials:
+        by_k.setdefault(r["subset_size"], []).append(r)
+    rec["protocol"] = "subsets"
+    rec["n_trials"] = len(by_k[next(iter(by_k))])
+    for score in ("acc", "nmi"):
+        key = f"{score}_best_inertia"
+        if key in first:
+            per_k = {k: float(np.mean([r[key] for r in rs])) for k, rs in by_k.items()}
+            rec[f"{score}_by_k"] = per_k
+            rec[f"{score}_std_by_k"] = {k: float(np.std([r[key] for r in rs])) for k, rs in by_k.items()}
+            rec[f"{score}_avg"] = float(np.mean(list(per_k.values())))
+    rec["seconds"] = float(sum(r["seconds"] for r in trials))
+    return rec
 
 
 def _owner(cfg: Config) -> dict:

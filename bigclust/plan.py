@@ -137,3 +137,35 @@ def normalize_plan(n: int, itemsize: int, budget: int, *, n_kernels: int = 1) ->
         return NormalizePlan(True, n, (n_kernels + 2) * n * n * 8)
     rows = consumer_rows("multi", n, 8, budget)
     return NormalizePlan(False, rows, 5 * rows * n * 8)
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """Linear NMF on stored documents: in memory, or streamed in row blocks of ``bounds``."""
+
+    in_memory: bool
+    bounds: tuple
+    working_set: int
+
+
+def nmf_plan(n: int, row_bytes: float, m: int, k: int, n_init: int, budget: int) -> StreamPlan:
+    """Plan linear NMF on n stored documents of ``row_bytes`` each (m terms, k components).
+
+    In memory X is held twice (it and its transpose, for ``X^T V``) beside the
+    factors of every restart (``(n + m) k n_init`` float64, and as much again
+    for products).  Streamed, only the factors and three row blocks are held
+    (read, computed, the next prefetched): the block size follows from what
+    the factors leave of the budget, so memory does not grow with n beyond V.
+    """
+    factors = 2 * (n + m) * k * n_init * 8
+    data = int(2 * n * row_bytes)
+    if data + factors <= budget:
+        return StreamPlan(True, (0, n), data + factors)
+    left = budget - factors
+    rows = int(left // (3 * max(row_bytes, 1.0)))
+    if rows < 1:
+        raise PlanError(f"max_memory={budget} bytes cannot hold the NMF factors ({factors} bytes for n={n}, "
+                        f"m={m}, k={k}, n_init={n_init}) and a row of X; raise max_memory or lower n_init")
+    rows = min(rows, n)
+    bounds = tuple(range(0, n, rows)) + (n,)
+    return StreamPlan(False, bounds, factors + int(3 * rows * row_bytes))

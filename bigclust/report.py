@@ -42,7 +42,7 @@ def _atomic_write(path: Path, text: str | bytes):
     os.replace(tmp, path)
 
 
-def write(out_dir, records, cfg, *, plots=True):
+def write(out_dir, records, cfg, *, plots=True, trials=()):
     """Write ``results.{json,csv,md}``, ``run.json`` and (when recorded) the MB/MC figure.
 
     Parameters
@@ -68,7 +68,19 @@ def write(out_dir, records, cfg, *, plots=True):
         w.writerow({k: json.dumps(v, sort_keys=True) if isinstance(v, dict) else v for k, v in r.items()})
     _atomic_write(out_dir / "results.csv", buf.getvalue())
     title = f"# {cfg.path.name}: {records[0]['dataset'] if records else ''}\n\n"
-    _atomic_write(out_dir / "results.md", title + markdown_table(slim) + "\n")
+    if trials:  # the subset protocol: scores per subset size, and every subset drawn
+        body = subset_tables(records)
+        tb = io.StringIO()
+        cols = ["method", "params", "subset_size", "trial", "classes", "n", "acc_best_inertia", "nmi_best_inertia",
+                "seconds"]
+        tw = csv.DictWriter(tb, fieldnames=cols, extrasaction="ignore")
+        tw.writeheader()
+        for r in trials:
+            tw.writerow({**r, "params": json.dumps(r["params"], sort_keys=True), "classes": " ".join(map(str, r["classes"]))})
+        _atomic_write(out_dir / "trials.csv", tb.getvalue())
+    else:
+        body = markdown_table(slim)
+    _atomic_write(out_dir / "results.md", title + body + "\n")
     if plots and any(r.get("history") for r in records):
         plot_quality(out_dir / "quality.png", records)
     _atomic_write(out_dir / "run.json", json.dumps({
@@ -133,8 +145,66 @@ def read_paper_tables(path):
     return out
 
 
+#: paper 001's row names for our (method, ncw) pairs
+PAPER001_NAMES = {("kmeans", False): "KM", ("kmeans", True): "KM-NCW", ("kkmeans", False): "KM",
+                  ("kkmeans", True): "KM-NCW", ("ra", False): "AW", ("rc", False): "RC", ("ncut", False): "NC",
+                  ("nmf", False): "NMF", ("nmf", True): "NMF-NCW", ("binmf", False): "BiNMF",
+                  ("binmf", True): "BiNMF-NCW"}
+
+
+def compare_subsets(result_files, paper_csv, out_md=None, out_csv=None) -> str:
+    """Subset-protocol results (NMI per k) beside paper 001's Tables 3.3/3.4: ours / paper / difference per cell."""
+    with open(paper_csv) as f:
+        paper = {(r["dataset"], r["kernel"], r["method"], r["k"]): float(r["value"])
+                 for r in csv.DictReader(ln for ln in f if not ln.startswith("#"))}
+    ours = {}
+    for path in result_files:
+        for r in json.loads(Path(path).read_text()):
+            if "nmi_by_k" not in r:
+                continue
+            kernel = "cosine2" if r["params"].get("kind") == "cosine2" else "none"
+            name = PAPER001_NAMES.get((r["method"], bool(r["params"].get("ncw", False))))
+            if name:
+                cells = {str(k): v for k, v in r["nmi_by_k"].items()}
+                cells["avg"] = r["nmi_avg"]
+                ours[(r["dataset"], kernel, name)] = cells
+    lines, rows = [], [("dataset", "kernel", "method", "k", "ours", "paper", "diff")]
+    datasets = sorted({d for d, *_ in ours})
+    for ds in datasets:
+        for kernel in ("none", "cosine2"):
+            names = [n for n in dict.fromkeys(m for (d, kn, m, _) in paper if kn == kernel)
+                     if (ds, kernel, n) in ours]
+            if not names:
+                continue
+            ks = [k for k in ("2", "3", "4", "5", "6", "7", "8", "9", "10", "avg") if k in ours[(ds, kernel, names[0])]]
+            lines.append(f"\n### {ds}, {'cosine-square kernel' if kernel == 'cosine2' else 'no kernel'}: "
+                         "NMI (max) ours / paper / difference\n")
+            lines.append("| method | " + " | ".join(ks) + " |")
+            lines.append("|---|" + "---|" * len(ks))
+            for n in names:
+                cells = []
+                for k in ks:
+                    o, pp = ours[(ds, kernel, n)].get(k), paper.get((ds, kernel, n, k))
+                    if pp is None:
+                        cells.append(f"{o:.3f} / – / –")
+                    else:
+                        cells.append(f"{o:.3f} / {pp:.3f} / {o - pp:+.3f}")
+                    rows.append((ds, kernel, n, k, o, pp, None if pp is None else o - pp))
+                lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines).lstrip("\n") + "\n"
+    if out_md:
+        _atomic_write(Path(out_md), text)
+    if out_csv:
+        buf = io.StringIO()
+        csv.writer(buf).writerows(rows)
+        _atomic_write(Path(out_csv), buf.getvalue())
+    return text
+
+
 def compare(result_files, paper_csv, out_md=None, out_csv=None) -> str:
     """Our best-over-γ results beside the paper's Tables II-V, with the difference.
+
+    A paper CSV with a ``k`` column (paper 001's subset tables) goes to :func:`compare_subsets`.
 
     Parameters
     ----------
@@ -150,6 +220,9 @@ def compare(result_files, paper_csv, out_md=None, out_csv=None) -> str:
     str
         The Markdown text.
     """
+    with open(paper_csv) as f:
+        if "k" in next(csv.reader(ln for ln in f if not ln.startswith("#"))):
+            return compare_subsets(result_files, paper_csv, out_md, out_csv)
     records = []
     for p in result_files:
         records += json.loads(Path(p).read_text())
@@ -235,3 +308,27 @@ def verify(results_dir, config=None, *, scheduler=None) -> tuple[bool, str]:
     lines.append(f"{sum(ln.startswith('same') for ln in lines)} of {len(committed)} records reproduced exactly"
                  + ("" if len(fresh) == len(committed) else f"; the re-run has {len(fresh)} records"))
     return ok, "\n".join(lines)
+
+
+def _label(r) -> str:
+    p = dict(r["params"])
+    return r["method"] + ("" if not p else " " + " ".join(f"{k}={v}" for k, v in p.items()))
+
+
+def subset_tables(records) -> str:
+    """Markdown tables of the subset protocol: one row per method, one column per subset size, then the mean."""
+    out = []
+    for score in ("nmi", "acc"):
+        rows = [r for r in records if f"{score}_by_k" in r]
+        if not rows:
+            continue
+        ks = sorted({int(k) for r in rows for k in r[f"{score}_by_k"]})
+        out.append(f"{score.upper()} of the restart each method picks, mean over {rows[0]['n_trials']} random "
+                   "subsets of classes per size k\n")
+        out.append("| method | " + " | ".join(map(str, ks)) + " | avg. |")
+        out.append("|---|" + "---|" * (len(ks) + 1))
+        for r in rows:
+            by = {int(k): v for k, v in r[f"{score}_by_k"].items()}
+            out.append(f"| {_label(r)} | " + " | ".join(f"{by[k]:.3f}" for k in ks) + f" | {r[score + '_avg']:.3f} |")
+        out.append("")
+    return "\n".join(out)

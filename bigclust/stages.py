@@ -66,8 +66,16 @@ class PreprocessParams:
 
 
 @dataclass(frozen=True)
+class SubsetParams:
+    input: str                                    # preprocess key
+    labels: str                                   # ingest key (the classes)
+    classes: tuple                                # class ids kept, in the order of the new labels 0..k-1
+
+
+@dataclass(frozen=True)
 class AffinityParams:
     input: str
+    src: str                                      # stage of the input: preprocess, or subset
     kind: str
     dtype: str
     gamma: float | None                           # None for the kinds without a width
@@ -86,6 +94,18 @@ class EmbedParams:
     in_memory: bool                               # from bigclust.plan; MBBS's G-step differs out of core
     seed: int
     max_memory: int = field(default=0, metadata=RUNTIME)
+
+
+@dataclass(frozen=True)
+class AssignParams:
+    input: str
+    src: str                                      # preprocess / subset (documents X) or affinity (a kernel K)
+    method: str
+    method_params: dict
+    k: int
+    cluster: dict                                 # [cluster] n_init, max_iter (the k-means variants use them)
+    seed: int
+    stream: tuple | None = None                   # row bounds when X is streamed from the store (bigclust.plan)
 
 
 @dataclass(frozen=True)
@@ -272,7 +292,7 @@ def affinity(store_path, key, attrs, p: AffinityParams, **_):
     from .affinity import dense_kernel, knn_kernel
 
     store = Store(store_path)
-    X = read_matrix(store.open("preprocess", p.input), "X")
+    X = read_matrix(store.open(p.src, p.input), "X")
     dtype = np.dtype(p.dtype)
     with store.write("affinity", key, attrs) as g:
         if p.kind == "knn":
@@ -387,6 +407,50 @@ def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, y, **ex
                         "history": [list(map(float, h)) for h in info.history], **extra})
 
 
+# -- assign: methods that label the points themselves ---------------------------------------
+
+
+def assign(store_path, key, attrs, p: AssignParams, *, client=None, **_):
+    """Run the method's assign hook on X or K; write the labels it keeps, their objectives and its factors."""
+    from . import methods
+
+    m = methods.get(p.method)
+    store = Store(store_path)
+    name = STAGES[p.src].output if p.src in STAGES else "X"
+    if p.stream:  # X stays in the store: row blocks are read every iteration (Dask tasks on a cluster)
+        from .blocks import RowReader, task_mapper
+        reader = RowReader(store_path, p.src, p.input, name, p.stream)
+        res = m.assign_streamed(reader, p.stream, m.make(p.method_params), p.k, p.seed,
+                                task_mapper(client) if client is not None else None)
+    else:
+        data = read_matrix(store.open(p.src, p.input), name)
+        res = m.assign(data, m.make(p.method_params), p.k, p.seed, p.cluster, p.src)
+    with store.write("assign", key, attrs) as g:
+        write_dense(g, "labels", np.asarray(res.labels, dtype=np.int32))
+        write_dense(g, "inertia", np.asarray(res.objective, dtype=np.float64))
+        for name, arr in res.arrays.items():
+            write_dense(g, name, np.asarray(arr))
+        g.attrs.update({"best": int(res.best), **res.attrs})
+
+
+# -- subsets of classes (paper 001's protocol) ------------------------------------------------
+
+
+def subset(store_path, key, attrs, p: SubsetParams, **_):
+    """The rows of the classes ``p.classes`` (labels renumbered 0..k-1 in that order) and their row ids."""
+    store = Store(store_path)
+    y = read_matrix(store.open("ingest", p.labels), "y")
+    rows = np.flatnonzero(np.isin(y, p.classes))
+    X = read_matrix(store.open("preprocess", p.input), "X")
+    lookup = {c: i for i, c in enumerate(p.classes)}
+    with store.write("subset", key, attrs) as g:
+        Xs = X[rows]
+        (write_csr if sp.issparse(Xs) else write_dense)(g, "X", Xs)
+        write_dense(g, "y", np.array([lookup[int(c)] for c in y[rows]], dtype=np.int64))
+        write_dense(g, "rows", rows.astype(np.int64))
+        g.attrs.update({"n_samples": int(rows.size), "n_classes": len(p.classes)})
+
+
 # -- cluster --------------------------------------------------------------------
 
 
@@ -432,7 +496,7 @@ def _build_affinity(ctx: Context, src, inputs):
         knn = a["kind"] == "knn"
         itemsize = np.dtype(a["dtype"]).itemsize
         out.append(AffinityParams(
-            input=pre_key, kind=a["kind"], dtype=a["dtype"],
+            input=pre_key, src=src, kind=a["kind"], dtype=a["dtype"],
             gamma=a["gamma"] if a["kind"] in ("gaussian", "knn") else None,
             n_neighbors=a["n_neighbors"] if knn else None, seed=point["cluster"]["seed"] if knn else None,
             chunk_rows=0 if knn else kernel_chunk_rows(ctx.info["n_samples"], itemsize, ctx.cfg.max_memory)))
@@ -450,6 +514,9 @@ def _build_embed(ctx: Context, src, inputs):
     sparse = K.attrs.get("format") == "csr"
     itemsize = np.dtype(ctx.point["affinity"]["dtype"]).itemsize
     in_memory = sparse or normalize_plan(n, itemsize, ctx.cfg.max_memory, n_kernels=len(inputs)).in_memory
+    if not in_memory and ctx.method.normalize_ooc is None:
+        raise UserError(f"{ctx.cfg.path}: {ctx.method.name} has no out-of-core path and its n={n} dense kernel "
+                        "does not fit [store] max_memory; raise max_memory or use [affinity] kind = \"knn\"")
     return [EmbedParams(inputs=tuple(inputs), method=ctx.method.name, method_params=dataclasses.asdict(ctx.params),
                         k=ncomp, eigensolver=emb["eigensolver"], in_memory=in_memory,
                         seed=ctx.point["cluster"]["seed"], max_memory=ctx.cfg.max_memory)]
@@ -465,9 +532,25 @@ def _build_cluster(ctx: Context, src, inputs):
                           batch_size=None if lloyd else cl["batch_size"], seed=cl["seed"])]
 
 
+def _build_assign(ctx: Context, src, inputs):
+    from .blocks import stored_shape
+    from .plan import nmf_plan
+
+    (key,) = inputs
+    cl = ctx.point["cluster"]
+    stream = None
+    if ctx.method.assign_streamed is not None and src != "affinity":
+        n, m, row_bytes = stored_shape(ctx.store.open(src, key)["X"])
+        plan = nmf_plan(n, row_bytes, m, ctx.k, getattr(ctx.params, "n_init", 1), ctx.cfg.max_memory)
+        stream = None if plan.in_memory else plan.bounds
+    return [AssignParams(input=key, src=src, method=ctx.method.name, method_params=dataclasses.asdict(ctx.params),
+                         k=ctx.k, cluster={"n_init": cl["n_init"], "max_iter": cl["max_iter"]}, seed=cl["seed"],
+                         stream=stream)]
+
+
 def _show(p) -> str:
     return " ".join(f"{k}={v}" for k, v in hashed(p).items()
-                    if v is not None and k not in ("input", "inputs", "src", "array", "method_params"))
+                    if v is not None and k not in ("input", "inputs", "src", "array", "method_params"))  # noqa: E501
 
 
 STAGES: dict[str, StageDef] = {}
@@ -491,6 +574,13 @@ register_stage(StageDef("embed", _build_embed, embed, "E",
                         describe=lambda p: _fmt(p.method_params) + ("" if p.in_memory else " (out of core)")))
 register_stage(StageDef("cluster", _build_cluster, cluster, "labels", where=lambda p: "task",
                         describe=lambda p: f"k={p.k}"))
+register_stage(StageDef("assign", _build_assign, assign, "labels",
+                        where=lambda p: "here" if p.stream else "task",
+                        report=("n_iter", "converged"),
+                        describe=lambda p: f"{_fmt(p.method_params)} k={p.k}"
+                                           + (f" (streamed, {len(p.stream) - 1} blocks)" if p.stream else "")))
+# the rows of a few classes, for the subset protocol (built by the runner, not chained by methods)
+register_stage(StageDef("subset", None, subset, "X", describe=lambda p: f"classes={list(p.classes)}"))
 
 
 def _fmt(d: dict) -> str:

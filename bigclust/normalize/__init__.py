@@ -23,11 +23,11 @@ from ._common import (History, NormalizeConvergenceWarning, NormalizeInfo, check
                       check_tol, labels, storage_dtype)
 from ._multi import mbbs, project_simplex
 from ._quality import quality, quality_from_sums, quality_partial
-from ._scaling import ncut, ra, sinkhorn
+from ._scaling import ncut, ra, rc, sinkhorn
 from ..errors import UserError
 
 __all__ = ["NormalizeConvergenceWarning", "NormalizeInfo", "bbs", "mbbs", "ncut", "normalize",
-           "project_simplex", "quality", "quality_from_sums", "quality_partial", "ra", "sinkhorn", "SOLVERS",
+           "project_simplex", "quality", "quality_from_sums", "quality_partial", "ra", "rc", "sinkhorn", "SOLVERS",
            "METHODS"]
 
 SOLVERS = ("alternating", "dykstra", "dual")

@@ -95,3 +95,8 @@ def mbbs_ooc(Ks, group, p, y, max_memory, client):
     info = mbbs_blocked(Ks, G, create_like(Ks[0], group, "Kbar_scratch", np.float64), lam=p.lam,
                         n_outer=p.n_outer, n_iter=p.n_iter, tol=p.tol, max_memory=max_memory, client=client)
     return G, None, info, {"mbbs_solver": "alternating-ooc"}
+
+
+def rc_memory(K, p, y):
+    from . import rc
+    return rc(K, return_info=True)

@@ -208,3 +208,21 @@ def ra(K, *, y=None, record_every=0, return_info=False):
     r = np.asarray(K.sum(axis=1), dtype=np.float64).ravel()
     info = NormalizeInfo(n_iter=0, converged=True, row_err=float(np.abs(r - 1.0).max()), method="ra")
     return K, info
+
+
+def rc(K, *, y=None, record_every=0, return_info=False):
+    """Ratio cut (paper 001's RC): ``P = A - D``, D = diag(A 1), whose *largest* eigenvectors are the
+    *smallest* of the unnormalised Laplacian ``L = D - A`` (so the spectral step is the same as for
+    every other normalisation).  Same kind as K (dense or CSR); ``y``/``record_every`` as in :func:`ra`.
+    """
+    d = np.asarray(K.sum(axis=1), dtype=np.float64).ravel()
+    if not np.all(np.isfinite(d)):
+        raise DataError("K has non-finite row sums; RC needs a finite K")
+    if sp.issparse(K):
+        P = (sp.csr_matrix(K, dtype=np.float64) - sp.diags(d)).tocsr()
+    else:
+        P = np.array(K, dtype=np.float64)
+        P[np.diag_indices_from(P)] -= d
+    if not return_info:
+        return P
+    return P, NormalizeInfo(n_iter=0, converged=True, row_err=float(np.abs(d - 1.0).max()), method="rc")

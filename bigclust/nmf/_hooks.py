@@ -1,0 +1,84 @@
+"""How the pipeline's assign stage runs the NMF family (and K-means / kernel k-means with NCW).
+
+An assign hook gets the stage's input -- the preprocessed documents X (rows)
+or a kernel K from the affinity stage -- the method's parameter dataclass, k
+and the seed, and returns an :class:`Assignment`: the labels of every restart
+it keeps (one row for NMF, which keeps its best restart; all restarts for the
+k-means variants), their objectives, the picked restart, and the arrays worth
+keeping (the factors).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass
+class Assignment:
+    labels: np.ndarray                       # (r, n) int
+    objective: np.ndarray                    # (r,) float
+    best: int = 0
+    arrays: dict = field(default_factory=dict)
+    attrs: dict = field(default_factory=dict)
+
+
+def _info_attrs(info):
+    return {"n_iter": int(info.n_iter), "converged": bool(info.converged), "solver": info.method,
+            "objectives": [float(o) for o in info.objectives]}
+
+
+def nmf_assign(X, p, k, seed, cl, src):
+    """Linear NMF (3-1..3-5), NCW when ``p.ncw``: label = argmax of V's row."""
+    from . import linear_nmf
+    labels, U, V, info = linear_nmf(X, k, solver=p.solver, init=p.init, n_init=p.n_init, max_iter=p.max_iter,
+                                    tol=p.tol, random_state=seed, ncw=p.ncw, return_info=True)
+    return Assignment(labels[None, :], np.array([info.objectives[info.best]]), 0,
+                      {"U": U, "V": V}, _info_attrs(info))
+
+
+def nmf_assign_streamed(read_block, bounds, p, k, seed, map_blocks):
+    """Linear NMF with X read from the store in row blocks, one pass per iteration (out of core)."""
+    from . import linear_nmf_streamed
+    from ._common import UserError
+    if p.ncw or p.init != "random":
+        raise UserError(f"linear NMF streamed out of core takes init = \"random\" without ncw (got init={p.init!r}, "
+                        f"ncw={p.ncw}); raise [store] max_memory to run it in memory")
+    Xb = read_block(0)
+    labels, U, V, info = linear_nmf_streamed(read_block, bounds, Xb.shape[1], k, solver=p.solver, n_init=p.n_init,
+                                             max_iter=p.max_iter, tol=p.tol, random_state=seed,
+                                             map_blocks=map_blocks, return_info=True)
+    return Assignment(labels[None, :], np.array([info.objectives[info.best]]), 0,
+                      {"U": U, "V": V}, {**_info_attrs(info), "streamed_blocks": len(bounds) - 1})
+
+
+def binmf_assign(data, p, k, seed, cl, src):
+    """Bilinear NMF (3-6..3-17) on X with the linear kernel never formed, or on a kernel K."""
+    from . import bilinear_nmf
+    kernel = "precomputed" if src == "affinity" else "linear"
+    labels, W, V, info = bilinear_nmf(data, k, kernel=kernel, init=p.init, n_init=p.n_init, max_iter=p.max_iter,
+                                      tol=p.tol, random_state=seed, ncw=p.ncw, return_info=True)
+    return Assignment(labels[None, :], np.array([info.objectives[info.best]]), 0,
+                      {"W": W, "V": V}, _info_attrs(info))
+
+
+def kmeans_ncw_assign(X, p, k, seed, cl, src):
+    """KM-NCW: k-means restarts on the NCW-weighted documents ``d_i^(-1/2) x_i``, d = X X^T 1."""
+    from ..kmeans import kmeans
+    from . import ncw_vectors
+    res = kmeans(ncw_vectors(X), k, n_init=cl["n_init"], max_iter=cl["max_iter"], random_state=seed)
+    return Assignment(res.labels, res.inertia, int(res.best))
+
+
+def kernel_kmeans_assign(K, p, k, seed, cl, src):
+    """Kernel k-means on K (``p.ncw``: on ``D^-1/2 K D^-1/2``), restarts in parallel."""
+    from . import kernel_kmeans, ncw_weights
+    K = K.toarray() if sp.issparse(K) else np.asarray(K, dtype=np.float64)
+    if p.ncw:
+        w = ncw_weights(K, kernel="precomputed")
+        K = w[:, None] * K * w[None, :]
+    labels, obj, info = kernel_kmeans(K, k, n_init=cl["n_init"], max_iter=cl["max_iter"], random_state=seed,
+                                      return_info=True)
+    return Assignment(info.extra["labels_all"], np.asarray(info.objectives, dtype=np.float64), int(info.best),
+                      attrs={"n_empty_reseeded": int(info.n_empty_reseeded)})
