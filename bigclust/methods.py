@@ -71,7 +71,8 @@ class Method:
         (:class:`bigclust.nmf._hooks.Assignment`), for methods that label the
         points themselves (NMF: argmax of a factor; kernel k-means).
     assign_streamed : callable, optional
-        Assign stage when X does not fit ``max_memory`` (:func:`bigclust.plan.nmf_plan`):
+        Assign stage when its input does not fit ``max_memory`` (documents X:
+        :func:`bigclust.plan.nmf_plan`; a dense kernel K: two float64 copies):
         ``(read_block, bounds, params, k, seed, map_blocks) -> Assignment``.
     normalize_ooc : callable, optional
         Embed stage out of core: ``(Ks, group, params, y, max_memory, client)
@@ -268,6 +269,7 @@ register(Method("nmf", NMFParams, ("assign",), "linear NMF on the documents (pap
                 assign=_nmf("nmf_assign"), assign_streamed=_nmf("nmf_assign_streamed")))
 register(Method("binmf", BiNMFParams,
                 lambda p, point: ("assign",) if point["affinity"]["kind"] == "linear" else ("affinity", "assign"),
-                "bilinear kernel NMF (paper 001); the linear kernel is never formed", assign=_nmf("binmf_assign")))
+                "bilinear kernel NMF (paper 001); the linear kernel is never formed", assign=_nmf("binmf_assign"),
+                assign_streamed=_nmf("binmf_assign_streamed")))
 register(Method("kkmeans", KernelKMeansParams, ("affinity", "assign"), "kernel k-means on the affinity",
                 assign=_nmf("kernel_kmeans_assign")))

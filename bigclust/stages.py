@@ -533,15 +533,24 @@ def _build_cluster(ctx: Context, src, inputs):
 
 
 def _build_assign(ctx: Context, src, inputs):
-    from .blocks import stored_shape
-    from .plan import nmf_plan
+    from .blocks import row_blocks, stored_shape
+    from .plan import consumer_rows, fits, nmf_plan
 
     (key,) = inputs
     cl = ctx.point["cluster"]
-    stream = None
-    if ctx.method.assign_streamed is not None and src != "affinity":
-        n, m, row_bytes = stored_shape(ctx.store.open(src, key)["X"])
-        plan = nmf_plan(n, row_bytes, m, ctx.k, getattr(ctx.params, "n_init", 1), ctx.cfg.max_memory)
+    stream, budget = None, ctx.cfg.max_memory
+    node = ctx.store.open(src, key)[STAGES[src].output if src in STAGES else "X"]
+    if src == "affinity" and node.attrs.get("format") != "csr":
+        n = node.shape[0]
+        if not fits(2, n, 8, budget):  # a float64 copy of K beside the stored one
+            if ctx.method.assign_streamed is None:
+                raise UserError(f"{ctx.cfg.path}: {ctx.method.name} has no out-of-core path and its n={n} dense "
+                                "kernel does not fit [store] max_memory; raise max_memory")
+            stream = tuple(b for b, _ in row_blocks(n, node.chunks[0], consumer_rows("normalize", n, 8, budget))) \
+                + (n,)
+    elif ctx.method.assign_streamed is not None and src != "affinity":
+        n, m, row_bytes = stored_shape(node)
+        plan = nmf_plan(n, row_bytes, m, ctx.k, getattr(ctx.params, "n_init", 1), budget)
         stream = None if plan.in_memory else plan.bounds
     return [AssignParams(input=key, src=src, method=ctx.method.name, method_params=dataclasses.asdict(ctx.params),
                          k=ctx.k, cluster={"n_init": cl["n_init"], "max_iter": cl["max_iter"]}, seed=cl["seed"],

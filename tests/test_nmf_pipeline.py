@@ -218,3 +218,33 @@ def test_streamed_nmf_equals_in_memory_and_distributed(tmp_path, make_config):
     c, g2 = _final(tmp_path / "d.zarr", "assign")
     np.testing.assert_array_equal(a, c)
     np.testing.assert_allclose(read_matrix(g2, "V"), read_matrix(g, "V"), rtol=1e-9, atol=1e-12)
+
+
+def test_bilinear_nmf_on_a_stored_kernel_streams_and_equals_memory(tmp_path, make_config):
+    X, y = _docs(n=200, d=24)
+    p = tmp_path / "docs.npz"
+    np.savez(p, X=X, y=y)
+    body = lambda c: c.write_text(c.read_text()  # noqa: E731
+                                  .replace('names = ["kmeans", "ra", "ncut"]', 'names = ["binmf"]')
+                                  .replace("gamma = 1.0", 'kind = "cosine2"')
+                                  .replace("[cluster]", "[binmf]\nn_init = 2\nmax_iter = 80\nncw = true\n\n[cluster]"))
+    mem = make_config(p)
+    body(mem)
+    run(mem)
+    ooc = make_config(p, name="ooc.toml")
+    body(ooc)
+    # K: 200 x 200 float64 = 320 KB; two copies do not fit 400 KB: K's row blocks are streamed per product
+    ooc.write_text(ooc.read_text().replace('path = "store.zarr"', 'path = "ooc.zarr"\nmax_memory = "400KB"'))
+    run(ooc, out=str(tmp_path / "o_ooc"))
+    a, ga = _final(tmp_path / "store.zarr", "assign")
+    b, gb = _final(tmp_path / "ooc.zarr", "assign")
+    assert gb.attrs["streamed_blocks"] > 1 and "streamed_blocks" not in ga.attrs
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(read_matrix(ga, "V"), read_matrix(gb, "V"), rtol=1e-12, atol=1e-14)
+    kk = make_config(p, name="kk.toml")
+    kk.write_text(kk.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["kkmeans"]')
+                  .replace("gamma = 1.0", 'kind = "cosine2"')
+                  .replace('path = "store.zarr"', 'path = "kk.zarr"\nmax_memory = "400KB"'))
+    from bigclust.errors import UserError
+    with pytest.raises(UserError, match="kkmeans has no out-of-core path"):
+        run(kk, out=str(tmp_path / "o_kk"))

@@ -277,7 +277,10 @@ def linear_nmf_streamed(read_block, block_bounds, n_features, n_components, *, s
 
 
 def _kernel_op(A, kernel, w=None):
-    from ._bilinear import KernelOp
+    from ._bilinear import KernelOp, StoredKernel, StoredKernelOp
+
+    if isinstance(A, StoredKernel):
+        return StoredKernelOp(A, w)
 
     if kernel == "linear":
         X = as_data(A, nonneg=False, model="bilinear NMF")
@@ -398,6 +401,8 @@ def bilinear_nmf(X, n_components, *, kernel="linear", init="random", n_init=10, 
 
 
 def _diag(op):
+    if op.kind == "stored":
+        return op._diag
     if op.kind == "linear":
         X = op.X
         return np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else np.einsum("ij,ij->i", X, X)

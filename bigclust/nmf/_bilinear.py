@@ -97,6 +97,76 @@ class KernelOp:
         return (P - N if N is not None else P).ravel()
 
 
+class StoredKernel:
+    """A dense symmetric kernel left in the store: ``read_block(i)`` gives rows ``bounds[i]:bounds[i+1]``."""
+
+    def __init__(self, read_block, bounds):
+        self.read_block, self.bounds = read_block, [int(b) for b in bounds]
+        self.shape = (self.bounds[-1], self.bounds[-1])
+
+    def blocks(self):
+        for i, (r0, r1) in enumerate(zip(self.bounds[:-1], self.bounds[1:])):
+            yield r0, r1, np.ascontiguousarray(self.read_block(i), dtype=np.float64)
+
+
+class StoredKernelOp(KernelOp):
+    """:class:`KernelOp` of a :class:`StoredKernel`: every product streams K's row blocks once.
+
+    Each row of ``K M`` comes from the same row kernel as in memory, on the
+    same float64 values, so the iterates equal the in-memory ones.  One first
+    pass reads the diagonal (trace), looks for negative entries (which choose
+    the rules), all-zero rows, non-finite values, and compares 16 sampled rows
+    with the same columns (symmetry).
+    """
+
+    def __init__(self, K: StoredKernel, w=None):
+        from ..errors import DataError
+
+        self.kind, self.Ks, self.w = "stored", K, w
+        n = K.shape[0]
+        idx = np.unique(np.linspace(0, n - 1, min(n, 16)).astype(np.int64))
+        diag, cols, rows, neg = np.empty(n), np.empty((n, idx.size)), np.empty((idx.size, n)), False
+        for r0, r1, blk in K.blocks():
+            if not np.isfinite(blk).all():
+                raise DataError(f"K has non-finite entries (rows {r0}..{r1 - 1}); bilinear NMF needs a finite K")
+            zero = np.flatnonzero(~(blk != 0).any(axis=1))
+            if zero.size:
+                raise DataError(f"K has an all-zero row (row {r0 + int(zero[0])}); bilinear NMF cannot place that "
+                                "document — drop it first")
+            neg |= bool((blk < 0).any())
+            diag[r0:r1] = blk[np.arange(r1 - r0), np.arange(r0, r1)]
+            cols[r0:r1] = blk[:, idx]
+            mine = (idx >= r0) & (idx < r1)
+            rows[mine] = blk[idx[mine] - r0]
+        scale = max(float(np.abs(rows).max()), np.finfo(np.float64).tiny)
+        if np.abs(cols.T - rows).max() > 1e-10 * scale:
+            raise DataError("K is not symmetric (sampled rows differ from the same columns); bilinear NMF needs a "
+                            "symmetric kernel")
+        self.split = neg
+        self.trace = float(np.sum(diag * w * w)) if w is not None else float(np.sum(diag))
+        self._diag = diag
+
+    @property
+    def n(self):
+        return self.Ks.shape[0]
+
+    def prod(self, M):
+        w = self.w
+        Y = np.ascontiguousarray(M * w[:, None]) if w is not None else np.ascontiguousarray(M, dtype=np.float64)
+        P = np.empty((self.n, Y.shape[1]))
+        N = np.empty_like(P) if self.split else None
+        for r0, r1, blk in self.Ks.blocks():
+            if self.split:
+                P[r0:r1], N[r0:r1] = _ops.matmul_split(blk, Y)
+            else:
+                P[r0:r1] = _ops.matmul(blk, Y)
+        if w is not None:
+            P *= w[:, None]
+            if N is not None:
+                N *= w[:, None]
+        return P, N
+
+
 def objective(trace, cross, GV, B):
     """``1/2 (tr K - 2 tr(V^T K W) + tr(V^T V W^T K W))``."""
     return 0.5 * (trace - 2.0 * cross + float(np.sum(GV * B)))

@@ -63,6 +63,17 @@ def binmf_assign(data, p, k, seed, cl, src):
                       {"W": W, "V": V}, _info_attrs(info))
 
 
+def binmf_assign_streamed(read_block, bounds, p, k, seed, map_blocks):
+    """Bilinear NMF on a dense kernel left in the store: every product streams K's row blocks."""
+    from . import bilinear_nmf
+    from ._bilinear import StoredKernel
+    labels, W, V, info = bilinear_nmf(StoredKernel(read_block, bounds), k, kernel="precomputed", init=p.init,
+                                      n_init=p.n_init, max_iter=p.max_iter, tol=p.tol, random_state=seed,
+                                      ncw=p.ncw, return_info=True)
+    return Assignment(labels[None, :], np.array([info.objectives[info.best]]), 0,
+                      {"W": W, "V": V}, {**_info_attrs(info), "streamed_blocks": len(bounds) - 1})
+
+
 def kmeans_ncw_assign(X, p, k, seed, cl, src):
     """KM-NCW: k-means restarts on the NCW-weighted documents ``d_i^(-1/2) x_i``, d = X X^T 1."""
     from ..kmeans import kmeans
