@@ -412,8 +412,9 @@ def subset_draws(runner: Runner, point):
     if too_big:
         raise UserError(f"{runner.cfg.path}: [evaluate] subset_sizes {too_big} exceed the {n_classes} classes "
                         f"of {ia['dataset']}")
-    rng = np.random.default_rng(ev["subset_seed"])
-    return [(k, t, tuple(int(c) for c in np.sort(rng.choice(n_classes, size=k, replace=False))))
+    # one stream per (seed, k, trial): fewer trials draw a prefix of more, so stages are shared
+    return [(k, t, tuple(int(c) for c in np.sort(np.random.default_rng([ev["subset_seed"], k, t])
+                                                  .choice(n_classes, size=k, replace=False))))
             for k in ev["subset_sizes"] for t in range(ev["subset_trials"])]
 
 
