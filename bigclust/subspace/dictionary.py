@@ -15,10 +15,10 @@ Two search paths, same answer up to ties/approximation:
   (a block of ``b`` rows costs ``b * N`` floats; ``b`` from ``block_bytes``,
   never the full n x N matrix), excluded atoms masked to ``-inf``, then
   ``argpartition`` and a sort of the k survivors (ties by atom index);
-* ``pynndescent``: an NN-descent index of the dictionary queried with
-  ``k + max|A(i)| + 1`` candidates, excluded candidates filtered out; the
-  few rows left with fewer than k admissible candidates are queried again
-  with twice as many, and finally searched exactly.
+* ``pynndescent``: the NN-descent graph of the dictionary with
+  ``k + max|A(i)| + 1`` neighbours per atom gives the candidates of the
+  originals (which are atoms), excluded candidates are filtered out, and the
+  few rows left with fewer than k admissible candidates are searched exactly.
 """
 from __future__ import annotations
 
@@ -262,27 +262,31 @@ def _exact(dictionary, k, y, lab, rows, block_bytes):
 
 
 def _nndescent(dictionary, k, y, lab, random_state, block_bytes):
+    """Approximate path: the NN-descent graph of the dictionary itself gives the candidates.
+
+    The queries (the originals) are atoms 0..n-1 of the indexed set, so their
+    candidate lists are rows of ``neighbor_graph`` -- no ``query`` call (whose
+    search function pynndescent compiles anew in every process, ~20-30 s).
+    The graph is built with ``q = k + max|A(i)| + 1`` neighbours (enough to
+    survive the exclusion of i and A(i)); the rare rows left with fewer than
+    k admissible candidates (cannot-links, approximation misses) are searched
+    exactly.
+    """
     from pynndescent import NNDescent
 
     from ._numba import filter_candidates
 
     D = dictionary.atoms
     n, N = dictionary.n, D.shape[0]
-    index = NNDescent(D, metric="euclidean", n_neighbors=min(max(k, 15), N - 1), random_state=random_state,
-                      n_jobs=1)
-    out = np.empty((n, k), dtype=np.int64)
+    q = min(N - 1, k + int(np.diff(dictionary.aug_ptr).max(initial=0)) + 1)
+    index = NNDescent(D, metric="euclidean", n_neighbors=q + 1, random_state=random_state, n_jobs=1,
+                      compressed=True)
+    cand = np.ascontiguousarray(index.neighbor_graph[0][:n], dtype=np.int64)
     rows = np.arange(n, dtype=np.int64)
-    q = k + int(np.diff(dictionary.aug_ptr).max(initial=0)) + 1
-    while rows.size and q < N:
-        cand, _ = index.query(D[rows], k=q)
-        got = np.full((rows.size, k), -1, dtype=np.int64)
-        cnt = np.empty(rows.size, dtype=np.int64)
-        filter_candidates(np.ascontiguousarray(cand, dtype=np.int64), k, dictionary.own_ptr, dictionary.own_idx,
-                          lab, y, rows, got, cnt)
-        full = cnt == k
-        out[rows[full]] = got[full]
-        rows = rows[~full]
-        q *= 2
-    if rows.size:
-        out[rows] = _exact(dictionary, k, y, lab, rows, block_bytes)
+    out = np.full((n, k), -1, dtype=np.int64)
+    cnt = np.empty(n, dtype=np.int64)
+    filter_candidates(cand, k, dictionary.own_ptr, dictionary.own_idx, lab, y, rows, out, cnt)
+    short = np.flatnonzero(cnt < k)
+    if short.size:
+        out[short] = _exact(dictionary, k, y, lab, short, block_bytes)
     return out

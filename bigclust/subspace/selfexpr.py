@@ -188,7 +188,8 @@ def self_expression(X, dictionary, neighbors, regularizer="l1", lam=None, *, alp
     if nb is None:
         if thresholds is not None:
             raise UserError("per-entry thresholds need kNN supports (neighbors)")
-        C, its, conv = _ssc_full(Xs, dictionary, lam, rho, eps_abs, eps_rel, int(max_iter))
+        C, its, conv = _ssc_full(Xs, dictionary, lam, rho, eps_abs, eps_rel, int(max_iter),
+                                   adaptive_rho)
     else:
         thr = np.full(nb.shape, lam) if thresholds is None else np.ascontiguousarray(thresholds, dtype=np.float64)
         if thr.shape != nb.shape or not np.all(thr >= 0):
@@ -232,12 +233,13 @@ def _excluded_mask(dictionary):
     return dictionary.owners_matrix().astype(bool)
 
 
-def _ssc_full(Xs, dictionary, lam, rho, eps_abs, eps_rel, max_iter):
+def _ssc_full(Xs, dictionary, lam, rho, eps_abs, eps_rel, max_iter, adaptive=True):
     """Matrix-form SSC ADMM on the whole dictionary, shared factorisation (paper scale only)."""
     from scipy.linalg import cho_factor, cho_solve
     D = dictionary.atoms
     N, n = D.shape[0], dictionary.n
-    fac = cho_factor(D @ D.T + rho * np.eye(N))
+    G = D @ D.T
+    fac = cho_factor(G + rho * np.eye(N))
     B = D @ Xs.T
     mask = _excluded_mask(dictionary).toarray()
     Z = np.zeros((N, n))
@@ -259,6 +261,10 @@ def _ssc_full(Xs, dictionary, lam, rho, eps_abs, eps_rel, max_iter):
                 s <= sq * eps_abs + eps_rel * np.linalg.norm(U):
             conv = True
             break
+        if adaptive and it % 10 == 0 and (r > 10 * s or s > 10 * r):
+            # residual balancing (Boyd 3.4.1); U is the unscaled dual, so only the factor changes
+            rho = rho * 2.0 if r > 10 * s else rho * 0.5
+            fac = cho_factor(G + rho * np.eye(N))
     C = sp.csc_matrix(Z)
     C.eliminate_zeros()
     return C, np.full(n, it, dtype=np.int64), np.full(n, conv)
