@@ -191,8 +191,8 @@ def aks_sc(X, y, *, X_aug=None, origin=None, regularizer="l1", n_neighbors=10, l
     """
     from .dictionary import atom_labels, build_dictionary, knn_dictionary
     from .lrr import lrr_knn
-    from .selfexpr import (ALPHA, EPS_ABS, EPS_REL, LAM_L2, LAM_NUCLEAR, MAX_ITER, REGULARIZERS, _assemble,
-                           _pos, admm_knn, ssc_lambda)
+    from .selfexpr import (ALPHA, EPS_ABS, EPS_REL, LAM_L2, LAM_NUCLEAR, MAX_ITER, REGULARIZERS, RHO_L1,
+                           _assemble, _pos, admm_knn, ssc_lambda)
 
     if regularizer not in REGULARIZERS:
         raise UserError(f"unknown regularizer {regularizer!r}; expected one of {', '.join(REGULARIZERS)}")
@@ -208,7 +208,7 @@ def aks_sc(X, y, *, X_aug=None, origin=None, regularizer="l1", n_neighbors=10, l
     N, n = D.n_atoms, D.n
     nb = knn_dictionary(D, n_neighbors, y=yv, method=knn_method, random_state=random_state)
     Xs = D.atoms[:n]
-    rho = float(solver_options.pop("rho", 1.0))
+    rho = float(solver_options.pop("rho", RHO_L1))
     eps_abs = float(solver_options.pop("eps_abs", EPS_ABS))
     eps_rel = float(solver_options.pop("eps_rel", EPS_REL))
     max_iter = int(solver_options.pop("max_iter", MAX_ITER))
