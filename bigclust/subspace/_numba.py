@@ -23,28 +23,22 @@ from .._numba import njit
 
 
 @njit
-def gram_column(D, X, nbr, i, G, b):
+def gram_column(D, X, nbr, i, A, G, b):
     """Gram matrix and right-hand side of column ``i``.
 
-    D : IN (N, d).  X : IN (n, d).  nbr : IN (n, k).
+    D : IN (N, d).  X : IN (n, d).  nbr : IN (n, k).  A : scratch (k, d).
     G : OUT (k, k), ``G[p, q] = <D[nbr[i,p]], D[nbr[i,q]]>``.
     b : OUT (k,), ``b[p] = <D[nbr[i,p]], X[i]>``.
+    The k atoms are gathered into A and multiplied by BLAS (``A @ A.T``):
+    4x faster than scalar dot loops, which cannot vectorise their
+    reductions without fastmath.  The products are tiny (k x d), below
+    OpenBLAS's threading threshold, so this stays one level of parallelism.
     """
     k = nbr.shape[1]
-    d = D.shape[1]
     for p in range(k):
-        ap = nbr[i, p]
-        s = 0.0
-        for t in range(d):
-            s += D[ap, t] * X[i, t]
-        b[p] = s
-        for q in range(p + 1):
-            aq = nbr[i, q]
-            s = 0.0
-            for t in range(d):
-                s += D[ap, t] * D[aq, t]
-            G[p, q] = s
-            G[q, p] = s
+        A[p, :] = D[nbr[i, p]]
+    G[:, :] = A @ A.T
+    b[:] = A @ X[i]
 
 
 @njit
@@ -96,23 +90,21 @@ def cho_solve(L, rhs, out):
 
 @njit
 def spd_inverse_shifted(G, shift, L, Minv, e, col):
-    """``Minv = (G + shift I)^{-1}`` through the Cholesky factor (k solves, O(k^3)).
+    """``Minv = (G + shift I)^{-1}`` by LAPACK (``np.linalg.inv``: blocked getrf/getri).
 
-    L : scratch (k, k).  e, col : scratch (k,).  Minv : OUT (k, k), symmetric.
+    L : scratch (k, k) (holds G + shift I).  e, col : unused scratch (k,).
+    Minv : OUT (k, k), symmetric up to rounding.
     The ADMM applies the inverse every iteration as one mat-vec (summing
     contiguous rows, which vectorises), faster than two triangular solves
     (the backward one walks L by columns); with the shift >= rho > 0 the matrix is
     well conditioned (cond <= (||G|| + shift) / shift).
     """
     k = G.shape[0]
-    cholesky_shifted(G, shift, L)
-    for j in range(k):
-        for p in range(k):
-            e[p] = 0.0
-        e[j] = 1.0
-        cho_solve(L, e, col)
-        for p in range(k):
-            Minv[p, j] = col[p]
+    for p in range(k):
+        for q in range(k):
+            L[p, q] = G[p, q]
+        L[p, p] += shift
+    Minv[:, :] = np.linalg.inv(L)
 
 
 # ----------------------------------------------------------------------------- per-column ADMM (SSC, weighted)
@@ -211,6 +203,7 @@ def admm_columns(D, X, nbr, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptiv
     """
     n, k = nbr.shape
     for i in prange(n):
+        A = np.empty((k, D.shape[1]))
         G = np.empty((k, k))
         L = np.empty((k, k))
         Minv = np.empty((k, k))
@@ -220,7 +213,7 @@ def admm_columns(D, X, nbr, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptiv
         u = np.empty(k)
         rhs = np.empty(k)
         zprev = np.empty(k)
-        gram_column(D, X, nbr, i, G, b)
+        gram_column(D, X, nbr, i, A, G, b)
         its, ok = admm_one(G, b, thr[i], ridge, rho, eps_abs, eps_rel, max_iter, adaptive, L, Minv, c, z, u,
                            rhs, zprev)
         for p in range(k):
@@ -238,11 +231,12 @@ def ridge_columns(D, X, nbr, lam, out_c):
     """
     n, k = nbr.shape
     for i in prange(n):
+        A = np.empty((k, D.shape[1]))
         G = np.empty((k, k))
         L = np.empty((k, k))
         b = np.empty(k)
         c = np.empty(k)
-        gram_column(D, X, nbr, i, G, b)
+        gram_column(D, X, nbr, i, A, G, b)
         cholesky_shifted(G, lam, L)
         cho_solve(L, b, c)
         for p in range(k):
@@ -258,9 +252,10 @@ def gram_columns(D, X, nbr, out_G, out_b):
 
     out_G : OUT (n, k, k).  out_b : OUT (n, k).
     """
-    n = nbr.shape[0]
+    n, k = nbr.shape
     for i in prange(n):
-        gram_column(D, X, nbr, i, out_G[i], out_b[i])
+        A = np.empty((k, D.shape[1]))
+        gram_column(D, X, nbr, i, A, out_G[i], out_b[i])
 
 
 @njit(parallel=True)
