@@ -178,3 +178,16 @@ def test_full_dictionary_baseline_without_augmentation():
             labels, W = subspace_clustering(X, 3, regularizer=reg, n_neighbors=None, n_init=5, random_state=0)
             assert error_rate(y, labels) == 0.0, reg
             assert W.diagonal().max() == 0
+
+
+def test_interpolated_atoms_have_several_owners_labels_and_fold_to_each_source():
+    from bigclust.subspace.dictionary import atom_labels
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((4, 6))
+    Xa = rng.standard_normal((3, 6))
+    D = build_dictionary(X, Xa, np.array([[0, 1], [0, 2], [3, -1]]))
+    assert atom_labels(D, np.array([0, 0, 1, -1])).tolist() == [0, 0, 1, -1, 0, -1, -1]
+    assert _owned(D, 0) == {0, 4, 5} and _owned(D, 3) == {3, 6}
+    C = sp.csc_matrix(([2.0, -3.0], ([4, 5], [3, 3])), shape=(7, 4))
+    Cbar = fold_back(C, D).toarray()
+    assert Cbar[:, 3].tolist() == [5.0, 2.0, 3.0, 0.0]

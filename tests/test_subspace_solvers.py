@@ -199,9 +199,10 @@ def test_lrr_knn_support_matches_numpy_reference():
     assert _lrr_obj(X, Cd, lam, D.atoms) < _lrr_obj(X, P, lam, D.atoms)
 
 
-def test_lrr_randomized_svt_with_enough_rank_equals_exact():
+def test_lrr_randomized_and_gram_svt_equal_exact():
     D = _aug_dictionary(seed=5, n=16, d=10, m=1)
     nb = knn_dictionary(D, 5)
     Ce = self_expression(None, D, nb, "nuclear", lam=0.1).toarray()
     Cr = self_expression(None, D, nb, "nuclear", lam=0.1, svt_method="randomized", rank=16).toarray()
-    assert np.abs(Ce - Cr).max() < 1e-6
+    Cg = self_expression(None, D, nb, "nuclear", lam=0.1, svt_method="gram").toarray()
+    assert np.abs(Ce - Cr).max() < 1e-6 and np.abs(Ce - Cg).max() < 1e-6

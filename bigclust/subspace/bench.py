@@ -109,7 +109,7 @@ def bench_admm(n=5000, k=50, d=100, repeats=3, n_ref=300, eps=1e-9):
         print(msg)
 
 
-def bench_coil20(path, k=10, regs=("l1", "l2"), repeats=3, n_init=20):
+def bench_coil20(path, k=10, regs=("l1", "l2"), repeats=3, n_init=20, augs=(None, "coil20"), **solver_options):
     import scipy.io
 
     from ..metrics import error_rate, nmi
@@ -123,14 +123,15 @@ def bench_coil20(path, k=10, regs=("l1", "l2"), repeats=3, n_init=20):
           f"uptime: {os.getloadavg()}")
     import warnings
     for reg in regs:
-        for aug in (None, "coil20"):
+        for aug in augs:
             res = []
             for seed in range(repeats):
                 t = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     lab, W = subspace_clustering(X, 20, regularizer=reg, n_neighbors=k, augment=aug,
-                                                 random_state=seed, n_init=n_init)
+                                                 random_state=seed, n_init=n_init,
+                                                 **(solver_options if reg == "nuclear" else {}))
                 res.append((time.perf_counter() - t, 100 * error_rate(y, lab), 100 * nmi(y, lab, "sqrt")))
             r = np.array(res)
             name = ("Ak-" if aug else "kNN-") + {"l1": "SSC", "l2": "LSR", "nuclear": "LRR"}[reg]
@@ -147,13 +148,17 @@ def main(argv=None):
     p.add_argument("--d", type=int, default=100)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--reg", default="l1,l2")
+    p.add_argument("--aug", default="none,coil20")
+    p.add_argument("--svt", default="exact", help="LRR's SVT: exact, gram or randomized")
+    p.add_argument("--tol", type=float, default=1e-7, help="LRR's stopping tolerance")
     p.add_argument("--path", default=os.path.join(os.environ.get("BIGCLUST_DATA", "/work/shared/data"),
                                                   "coil20", "COIL20.mat"))
     a = p.parse_args(argv)
     if a.what == "admm":
         bench_admm(a.n, a.k or 50, a.d, a.repeats)
     else:
-        bench_coil20(a.path, a.k or 10, tuple(a.reg.split(",")), a.repeats)
+        augs = tuple(None if v == "none" else v for v in a.aug.split(","))
+        bench_coil20(a.path, a.k or 10, tuple(a.reg.split(",")), a.repeats, augs=augs, svt_method=a.svt, tol=a.tol)
 
 
 if __name__ == "__main__":

@@ -146,10 +146,14 @@ def atom_labels(dictionary, y):
     y = np.asarray(y, dtype=np.int64)
     lab = np.full(dictionary.n_atoms, -1, dtype=np.int64)
     ptr, idx = dictionary.own_ptr, dictionary.own_idx
-    for a in range(dictionary.n_atoms):
-        ls = y[idx[ptr[a]:ptr[a + 1]]]
-        if ls.size and ls[0] >= 0 and np.all(ls == ls[0]):
-            lab[a] = ls[0]
+    has = np.flatnonzero(np.diff(ptr) > 0)
+    if has.size == 0 or not np.any(y >= 0):
+        return lab
+    ly = y[idx]
+    lo = np.minimum.reduceat(ly, ptr[has])
+    hi = np.maximum.reduceat(ly, ptr[has])
+    agree = (lo == hi) & (lo >= 0)
+    lab[has[agree]] = lo[agree]
     return lab
 
 
