@@ -94,7 +94,11 @@ def ssc_lambda(X, dictionary, neighbors, alpha=ALPHA):
         mu = np.abs(S).max(axis=1).min()
     else:
         nb = _check_neighbors(neighbors, dictionary)
-        mu = np.abs(np.einsum("ikd,id->ik", dictionary.atoms[nb], Xs)).max(axis=1).min()
+        mu = np.inf
+        step = max(1, (32 << 20) // (8 * nb.shape[1] * Xs.shape[1]))     # gathered atoms <= 32 MB
+        for r0 in range(0, nb.shape[0], step):
+            blk = np.einsum("ikd,id->ik", dictionary.atoms[nb[r0:r0 + step]], Xs[r0:r0 + step])
+            mu = min(mu, float(np.abs(blk).max(axis=1).min()))
     if not mu > 0:
         raise DataError("some sample is orthogonal to all its atoms: no l1 regularisation leaves it non-zero")
     return float(mu) / alpha
