@@ -136,6 +136,9 @@ def test_propagation_is_nonnegative_row_stochastic_and_solves_the_system():
     M = (0.5 * laplacian(W) + 10.0 * laplacian(R) + sp.diags(100.0 * labelled)).toarray()
     ref = np.linalg.solve(M, 100.0 * labelled[:, None] * Yhat)
     assert np.abs(F - ref).max() < 1e-8
+    Fd, dinfo = propagate_labels(W, labelled, Yhat, R=R, gamma=0.5, mu1=100.0, mu2=10.0, solver="direct",
+                                 return_info=True)
+    assert np.abs(Fd - ref).max() < 1e-10 and dinfo["max_row_err"] < 1e-10
 
 
 def test_propagation_recovers_two_weakly_linked_cliques():
