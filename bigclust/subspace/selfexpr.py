@@ -245,7 +245,7 @@ def _ssc_full(Xs, dictionary, lam, rho, eps_abs, eps_rel, max_iter, adaptive=Tru
     D = dictionary.atoms
     N, n = D.shape[0], dictionary.n
     G = D @ D.T
-    fac = cho_factor(G + rho * np.eye(N))
+    fac = cho_factor(G + rho * np.eye(N), check_finite=False)
     B = D @ Xs.T
     mask = _excluded_mask(dictionary).toarray()
     Z = np.zeros((N, n))
@@ -255,7 +255,7 @@ def _ssc_full(Xs, dictionary, lam, rho, eps_abs, eps_rel, max_iter, adaptive=Tru
     it = 0
     while it < max_iter:
         it += 1
-        Cm = cho_solve(fac, B + rho * Z - U)
+        Cm = cho_solve(fac, B + rho * Z - U, check_finite=False)
         Zp = Z
         V = Cm + U / rho
         Z = np.sign(V) * np.maximum(np.abs(V) - lam / rho, 0.0)
@@ -270,7 +270,7 @@ def _ssc_full(Xs, dictionary, lam, rho, eps_abs, eps_rel, max_iter, adaptive=Tru
         if adaptive and it % 10 == 0 and (r > 10 * s or s > 10 * r):
             # residual balancing (Boyd 3.4.1); U is the unscaled dual, so only the factor changes
             rho = rho * 2.0 if r > 10 * s else rho * 0.5
-            fac = cho_factor(G + rho * np.eye(N))
+            fac = cho_factor(G + rho * np.eye(N), check_finite=False)
     C = sp.csc_matrix(Z)
     C.eliminate_zeros()
     return C, np.full(n, it, dtype=np.int64), np.full(n, conv)
