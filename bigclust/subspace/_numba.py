@@ -122,7 +122,7 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, L, Min
     and ``sqrt(k) eps_abs + eps_rel * ||u||`` respectively (Boyd, 3.3.1).
     With ``adaptive`` the penalty follows residual balancing (Boyd 3.4.1,
     mu = 10, tau = 2), checked every 10 iterations; the factorisation (held as
-    the inverse ``Minv`` computed from the Cholesky factor) is cached and
+    the inverse ``Minv`` of G + (ridge + rho) I, by LAPACK) is cached and
     recomputed only when rho changes (u is unscaled, so it needs no rescaling).
 
     G : IN (k, k).  b : IN (k,).  thr : IN (k,) >= 0.  L, Minv : scratch (k, k).
