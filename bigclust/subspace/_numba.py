@@ -1,0 +1,332 @@
+"""Numba kernels of :mod:`bigclust.subspace`.
+
+Every column (sample) is independent: the in-memory kernels run ``prange``
+over columns and nothing else is parallel (DESIGN.md 3.3).  Inputs are
+float64 / int64 C-contiguous arrays (the Python side converts), outputs are
+preallocated by the caller; arguments are documented IN / OUT / INOUT.
+
+Notation: the dictionary ``D`` holds one unit-norm atom per row (N, d); the
+samples to represent are the rows of ``X`` (n, d); ``nbr[i]`` (k atom
+indices) is the support N_i of column i.  With A = D[N_i]^T (d, k) the
+per-column Gram matrix is ``G = A^T A`` (k, k) and ``b = A^T x_i``.
+
+No ``fastmath`` anywhere: the soft-thresholding compares with thresholds and
+the stopping tests compare small residuals (DESIGN.md 3.4).
+"""
+import numpy as np
+from numba import prange
+
+from .._numba import njit
+
+
+# ----------------------------------------------------------------------------- small dense linear algebra
+
+
+@njit
+def gram_column(D, X, nbr, i, A, G, b):
+    """Gram matrix and right-hand side of column ``i``.
+
+    D : IN (N, d).  X : IN (n, d).  nbr : IN (n, k).  A : scratch (k, d).
+    G : OUT (k, k), ``G[p, q] = <D[nbr[i,p]], D[nbr[i,q]]>``.
+    b : OUT (k,), ``b[p] = <D[nbr[i,p]], X[i]>``.
+    The k atoms are gathered into A and multiplied by BLAS (``A @ A.T``):
+    4x faster than scalar dot loops, which cannot vectorise their
+    reductions without fastmath.  The products are tiny (k x d), below
+    OpenBLAS's threading threshold, so this stays one level of parallelism.
+    """
+    k = nbr.shape[1]
+    for p in range(k):
+        A[p, :] = D[nbr[i, p]]
+    G[:, :] = A @ A.T
+    b[:] = A @ X[i]
+
+
+@njit
+def cholesky_shifted(G, shift, L):
+    """Lower Cholesky factor of ``G + shift * I``.
+
+    G : IN (k, k) symmetric positive semi-definite.  shift : IN float > 0
+    (makes the matrix positive definite).  L : OUT (k, k), lower triangle
+    written, upper triangle zeroed.  Returns False if a pivot is not
+    positive (only possible with shift <= 0 or non-finite G).
+    """
+    k = G.shape[0]
+    for p in range(k):
+        for q in range(p + 1, k):
+            L[p, q] = 0.0
+        for q in range(p + 1):
+            s = G[p, q]
+            if p == q:
+                s += shift
+            for t in range(q):
+                s -= L[p, t] * L[q, t]
+            if p == q:
+                if not s > 0.0:
+                    return False
+                L[p, p] = np.sqrt(s)
+            else:
+                L[p, q] = s / L[q, q]
+    return True
+
+
+@njit
+def cho_solve(L, rhs, out):
+    """Solve ``L L^T out = rhs`` (forward then backward substitution).
+
+    L : IN (k, k) lower factor.  rhs : IN (k,).  out : OUT (k,) (may not alias rhs).
+    """
+    k = L.shape[0]
+    for p in range(k):
+        s = rhs[p]
+        for t in range(p):
+            s -= L[p, t] * out[t]
+        out[p] = s / L[p, p]
+    for p in range(k - 1, -1, -1):
+        s = out[p]
+        for t in range(p + 1, k):
+            s -= L[t, p] * out[t]
+        out[p] = s / L[p, p]
+
+
+@njit
+def spd_inverse_shifted(G, shift, L, Minv, e, col):
+    """``Minv = (G + shift I)^{-1}`` by LAPACK (``np.linalg.inv``: blocked getrf/getri).
+
+    L : scratch (k, k) (holds G + shift I).  e, col : unused scratch (k,).
+    Minv : OUT (k, k), symmetric up to rounding.
+    The ADMM applies the inverse every iteration as one mat-vec (summing
+    contiguous rows, which vectorises), faster than two triangular solves
+    (the backward one walks L by columns); with the shift >= rho > 0 the matrix is
+    well conditioned (cond <= (||G|| + shift) / shift).
+    """
+    k = G.shape[0]
+    for p in range(k):
+        for q in range(k):
+            L[p, q] = G[p, q]
+        L[p, p] += shift
+    Minv[:, :] = np.linalg.inv(L)
+
+
+# ----------------------------------------------------------------------------- per-column ADMM (SSC, weighted)
+
+
+@njit
+def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, L, Minv, c, z, u, rhs, zprev):
+    """ADMM for ``min_c 1/2 ||x - A c||^2 + ridge/2 ||c||^2 + sum_p thr[p] |c_p|`` (one column).
+
+    Splitting c = z (Boyd et al. 2011, section 6.4, with the unscaled dual u):
+    ``c <- (G + (ridge + rho) I)^{-1} (b + rho z - u)``,
+    ``z <- soft(c + u / rho, thr / rho)``, ``u <- u + rho (c - z)``.
+    Stops when BOTH the primal residual ``||c - z||`` and the dual residual
+    ``rho ||z - z_prev||`` are below ``sqrt(k) eps_abs + eps_rel * max(||c||, ||z||)``
+    and ``sqrt(k) eps_abs + eps_rel * ||u||`` respectively (Boyd, 3.3.1).
+    With ``adaptive`` the penalty follows residual balancing (Boyd 3.4.1,
+    mu = 10, tau = 2), checked every 10 iterations; the factorisation (held as
+    the inverse ``Minv`` of G + (ridge + rho) I, by LAPACK) is cached and
+    recomputed only when rho changes (u is unscaled, so it needs no rescaling).
+
+    G : IN (k, k).  b : IN (k,).  thr : IN (k,) >= 0.  L, Minv : scratch (k, k).
+    c, u, rhs, zprev : scratch (k,).  z : OUT (k,), the (exactly sparse) solution.
+    Returns (iterations, converged).
+    """
+    k = G.shape[0]
+    for p in range(k):
+        c[p] = 0.0
+        z[p] = 0.0
+        u[p] = 0.0
+    spd_inverse_shifted(G, ridge + rho, L, Minv, rhs, zprev)
+    sk = np.sqrt(k)
+    it = 0
+    converged = False
+    while it < max_iter:
+        it += 1
+        for p in range(k):
+            rhs[p] = b[p] + rho * z[p] - u[p]
+            zprev[p] = z[p]
+        # c = Minv rhs as a sum of rows of the symmetric Minv: the inner loop
+        # has independent, contiguous updates and vectorises without fastmath
+        for p in range(k):
+            c[p] = 0.0
+        for q in range(k):
+            rq = rhs[q]
+            for p in range(k):
+                c[p] += Minv[q, p] * rq
+        r2 = 0.0
+        s2 = 0.0
+        cn = 0.0
+        zn = 0.0
+        un = 0.0
+        for p in range(k):
+            v = c[p] + u[p] / rho
+            t = thr[p] / rho
+            if v > t:
+                zp = v - t
+            elif v < -t:
+                zp = v + t
+            else:
+                zp = 0.0
+            z[p] = zp
+            diff = c[p] - zp
+            u[p] += rho * diff
+            r2 += diff * diff
+            dz = zp - zprev[p]
+            s2 += dz * dz
+            cn += c[p] * c[p]
+            zn += zp * zp
+            un += u[p] * u[p]
+        r = np.sqrt(r2)
+        s = rho * np.sqrt(s2)
+        eps_pri = sk * eps_abs + eps_rel * np.sqrt(max(cn, zn))
+        eps_dual = sk * eps_abs + eps_rel * np.sqrt(un)
+        if r <= eps_pri and s <= eps_dual:
+            converged = True
+            break
+        if adaptive and it % 10 == 0:
+            if r > 10.0 * s:
+                rho *= 2.0
+                spd_inverse_shifted(G, ridge + rho, L, Minv, rhs, zprev)
+            elif s > 10.0 * r:
+                rho *= 0.5
+                spd_inverse_shifted(G, ridge + rho, L, Minv, rhs, zprev)
+    return it, converged
+
+
+@njit(parallel=True)
+def admm_columns(D, X, nbr, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, out_c, out_iter, out_conv):
+    """Per-column weighted-l1 ADMM over all columns (``prange``).
+
+    D : IN (N, d) atoms.  X : IN (n, d) samples.  nbr : IN (n, k) atom indices.
+    thr : IN (n, k) thresholds (``lam`` for SSC, ``lam + gamma * Theta`` for AkS-SSC).
+    ridge : IN float (0 for SSC; lam for the l2-regularised AkS-LSR C-step).
+    out_c : OUT (n, k) coefficients on the support.  out_iter : OUT (n,) int64.
+    out_conv : OUT (n,) bool.
+    """
+    n, k = nbr.shape
+    for i in prange(n):
+        A = np.empty((k, D.shape[1]))
+        G = np.empty((k, k))
+        L = np.empty((k, k))
+        Minv = np.empty((k, k))
+        b = np.empty(k)
+        c = np.empty(k)
+        z = np.empty(k)
+        u = np.empty(k)
+        rhs = np.empty(k)
+        zprev = np.empty(k)
+        gram_column(D, X, nbr, i, A, G, b)
+        its, ok = admm_one(G, b, thr[i], ridge, rho, eps_abs, eps_rel, max_iter, adaptive, L, Minv, c, z, u,
+                           rhs, zprev)
+        for p in range(k):
+            out_c[i, p] = z[p]
+        out_iter[i] = its
+        out_conv[i] = ok
+
+
+@njit(parallel=True)
+def ridge_columns(D, X, nbr, lam, out_c):
+    """Closed-form LSR per column: ``c = (G + lam I)^{-1} b``.
+
+    D : IN (N, d).  X : IN (n, d).  nbr : IN (n, k).  lam : IN float > 0.
+    out_c : OUT (n, k).
+    """
+    n, k = nbr.shape
+    for i in prange(n):
+        A = np.empty((k, D.shape[1]))
+        G = np.empty((k, k))
+        L = np.empty((k, k))
+        b = np.empty(k)
+        c = np.empty(k)
+        gram_column(D, X, nbr, i, A, G, b)
+        cholesky_shifted(G, lam, L)
+        cho_solve(L, b, c)
+        for p in range(k):
+            out_c[i, p] = c[p]
+
+
+# ----------------------------------------------------------------------------- LRR helpers
+
+
+@njit(parallel=True)
+def gram_columns(D, X, nbr, out_G, out_b):
+    """All per-column Gram matrices (for LRR, whose C-step is repeated).
+
+    out_G : OUT (n, k, k).  out_b : OUT (n, k).
+    """
+    n, k = nbr.shape
+    for i in prange(n):
+        A = np.empty((k, D.shape[1]))
+        gram_column(D, X, nbr, i, A, out_G[i], out_b[i])
+
+
+@njit(parallel=True)
+def lrr_c_step(Gs, bs, shift, rho, J, Y, out_c):
+    """C-step of the support-restricted LRR ADMM, every column at once.
+
+    ``c_i = (G_i + shift I)^{-1} (b_i + rho J_i - Y_i)`` on the support of column i
+    (shift = rho for plain LRR, 2 rho with the extra l1 block of AkS-LRR).
+    Gs : IN (n, k, k).  bs, J, Y : IN (n, k) (J, Y gathered on the support).
+    shift, rho : IN float.  out_c : OUT (n, k).
+    """
+    n, k = bs.shape
+    for i in prange(n):
+        L = np.empty((k, k))
+        rhs = np.empty(k)
+        c = np.empty(k)
+        cholesky_shifted(Gs[i], shift, L)
+        for p in range(k):
+            rhs[p] = bs[i, p] + rho * J[i, p] - Y[i, p]
+        cho_solve(L, rhs, c)
+        for p in range(k):
+            out_c[i, p] = c[p]
+
+
+# ----------------------------------------------------------------------------- neighbour filtering
+
+
+@njit
+def is_excluded(i, a, own_ptr, own_idx, atom_label, y):
+    """True when atom ``a`` may not represent sample ``i``.
+
+    Excluded: atoms owned by i (i itself and its augmentations A(i)), and,
+    when ``y[i] >= 0``, atoms whose (known) label differs from ``y[i]``
+    (cannot-links of AkS-SC).  own_ptr/own_idx : IN CSR atom -> owning
+    originals.  atom_label : IN (N,) int64, -1 when unknown.  y : IN (n,) int64.
+    """
+    for t in range(own_ptr[a], own_ptr[a + 1]):
+        if own_idx[t] == i:
+            return True
+    if y[i] >= 0 and atom_label[a] >= 0 and atom_label[a] != y[i]:
+        return True
+    return False
+
+
+@njit(parallel=True)
+def filter_candidates(cand, k, own_ptr, own_idx, atom_label, y, rows, out, out_count):
+    """Keep the first ``k`` admissible atoms of each candidate list.
+
+    cand : IN (m, q) candidate atoms of the samples ``rows`` (m,), nearest first
+    (entries < 0 are ignored).  out : OUT (m, k).  out_count : OUT (m,) number kept
+    (< k means too few candidates survived: the caller asks for more).
+    """
+    m, q = cand.shape
+    for r in prange(m):
+        i = rows[r]
+        cnt = 0
+        for t in range(q):
+            a = cand[r, t]
+            if a < 0:
+                continue
+            if is_excluded(i, a, own_ptr, own_idx, atom_label, y):
+                continue
+            dup = False
+            for s in range(cnt):
+                if out[r, s] == a:
+                    dup = True
+                    break
+            if dup:
+                continue
+            out[r, cnt] = a
+            cnt += 1
+            if cnt == k:
+                break
+        out_count[r] = cnt
