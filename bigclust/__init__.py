@@ -17,10 +17,10 @@ __version__ = "0.1.0"
 
 _SUBMODULES = {
     "affinity", "blocks", "config", "datasets", "errors", "estimators", "kmeans", "methods", "metrics",
-    "normalize", "pipeline", "plan", "preprocess", "report", "spectral", "store",
+    "nmf", "normalize", "pipeline", "plan", "preprocess", "report", "spectral", "store", "subspace",
 }
 #: scikit-learn estimators, importable as ``bigclust.SpectralClustering``
-_ESTIMATORS = {"NMFClustering", "SpectralClustering"}
+_ESTIMATORS = {"NMFClustering", "SpectralClustering", "SubspaceClustering"}
 
 __all__ = sorted(_SUBMODULES | _ESTIMATORS | {"__version__"})
 

@@ -72,6 +72,38 @@ def _seed(random_state) -> int:
     return int(check_random_state(random_state).randint(0, 2**31 - 1))
 
 
+def _nonzero_rows(X, k, who, what):
+    """``(keep mask or None, X without its all-zero rows)``: such a row cannot be placed (label -1, as noise)."""
+    if hasattr(X, "dask"):
+        return None, X
+    keep = np.asarray((abs(X) if sp.issparse(X) else np.abs(X)).sum(axis=1)).ravel() > 0
+    if keep.all():
+        return None, X
+    if keep.sum() <= max(k, 2):
+        raise ValueError(f"X has {int((~keep).sum())} all-zero rows and only {int(keep.sum())} others; "
+                         f"n_clusters={k} needs more non-zero {what}s")
+    warnings.warn(f"{who}: {int((~keep).sum())} all-zero {what}(s) (first: row {int(np.flatnonzero(~keep)[0])}) "
+                  "cannot be placed; labelled -1", RuntimeWarning, stacklevel=3)
+    return keep, X[np.flatnonzero(keep)]
+
+
+def _expand(keep, labels, *arrays):
+    """Labels (and row arrays) of the kept rows back to all rows: -1 (zeros) for the dropped ones."""
+    if keep is None:
+        return (labels, *arrays)
+    full = np.full(keep.size, -1, dtype=np.int64)
+    full[keep] = labels
+    out = []
+    for a in arrays:
+        if a is None:
+            out.append(None)
+            continue
+        b = np.zeros((keep.size,) + a.shape[1:])
+        b[keep] = a
+        out.append(b)
+    return (full, *out)
+
+
 class SpectralClustering(ClusterMixin, BaseEstimator):
     """Spectral clustering with bi-stochastic normalisation (paper 000), scikit-learn style.
 
@@ -249,6 +281,8 @@ def run_estimator(raw_config: dict, X, scheduler=None) -> dict:
             if st == "embed":
                 out["embed"] = runner.done[(st, k)]
                 out["E"] = read_matrix(store.open(st, k), "E")
+            elif st == "subspace":
+                out["K"] = read_matrix(store.open(st, k), "K")
             elif st == "affinity":
                 ga = store.open(st, k)
                 node = ga["K"]
@@ -364,32 +398,14 @@ class NMFClustering(ClusterMixin, BaseEstimator):
         if self.model == "linear" and not hasattr(X, "dask"):
             from sklearn.utils.validation import check_non_negative
             check_non_negative(X, "NMFClustering (model='linear'; the bilinear model takes any sign)")
-        # an all-zero document has no terms to place it by: it gets label -1 (noise), as in DBSCAN
-        keep = None if hasattr(X, "dask") else np.asarray((abs(X) if sp.issparse(X) else np.abs(X)).sum(axis=1)).ravel() > 0
-        if keep is not None and not keep.all():
-            if keep.sum() < max(k, 2):
-                raise ValueError(f"X has {int((~keep).sum())} all-zero rows and only {int(keep.sum())} others; "
-                                 f"n_clusters={k} needs at least that many non-zero documents")
-            warnings.warn(f"NMFClustering: {int((~keep).sum())} all-zero document(s) (first: row "
-                          f"{int(np.flatnonzero(~keep)[0])}) cannot be placed; labelled -1", RuntimeWarning,
-                          stacklevel=2)
-            Xk = X[np.flatnonzero(keep)]
-        else:
-            Xk = X
+        keep, Xk = _nonzero_rows(X, k, "NMFClustering", "document")
         res = run_estimator(self._config(_seed(self.random_state)), Xk, self.scheduler)
         arrays = res["arrays"]
-        self.labels_, V = res["labels"], arrays["V"]
-        if Xk is not X:
-            self.labels_ = np.full(X.shape[0], -1, dtype=np.int64)
-            self.labels_[keep] = res["labels"]
-            V = np.zeros((X.shape[0], V.shape[1]))
-            V[keep] = arrays["V"]
-        self.document_factor_ = V
         W = arrays["U"] if self.model == "linear" else arrays["W"]
-        if self.model == "bilinear" and Xk is not X:
-            full = np.zeros((X.shape[0], W.shape[1]))
-            full[keep] = W
-            W = full
+        if self.model == "linear":
+            self.labels_, self.document_factor_ = _expand(keep, res["labels"], arrays["V"])
+        else:
+            self.labels_, self.document_factor_, W = _expand(keep, res["labels"], arrays["V"], W)
         self.components_ = W.T
         self.objective_ = res["inertia"]
         self.n_iter_ = int(res["final_attrs"].get("n_iter", 0))
@@ -404,3 +420,85 @@ class NMFClustering(ClusterMixin, BaseEstimator):
         tags.input_tags.sparse = True
         tags.input_tags.positive_only = self.model == "linear"
         return tags
+
+
+class SubspaceClustering(ClusterMixin, BaseEstimator):
+    """Augmented subspace clustering (paper 002): Ak-SSC / Ak-LSR / Ak-LRR, scikit-learn style.
+
+    Each sample is written as a combination of its ``n_neighbors`` nearest atoms of a dictionary of
+    the samples and their augmented copies (never itself or its own copies); the coefficients are
+    folded back onto the samples, ``W = |C̄| + |C̄|ᵀ``, then Ncut, spectral embedding and k-means.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+    regularizer : {"l1", "l2", "nuclear"}, default="l1"
+        SSC (per-column ADMM), LSR (closed form), LRR (inexact ALM with singular value thresholding).
+    n_neighbors : int, default=10
+        Size of each sample's kNN dictionary; 0 uses the whole dictionary (classical SSC/LSR/LRR).
+    augment : {None, "coil20", "mnist"}, default=None
+        None: no augmentation (kNN-SSC/LSR/LRR).  ``"coil20"``: 32x32 images (column-major), flip +
+        5 rotations + 5 scalings; ``"mnist"``: 28x28, 5 rotations + 5 scalings.
+    lam : float, default=0.0
+        Regularisation weight; 0 = the default rule (SSC: ``min_i ||A_iᵀ x_i||_inf / alpha``; LSR, LRR: 0.05).
+    alpha : float, default=20.0
+    n_init : int, default=10
+        k-means restarts on the embedding.
+    random_state : int, RandomState or None
+        Seeds the augmentation and the k-means restarts.
+    max_memory, scheduler : as in :class:`SpectralClustering`.
+
+    Attributes
+    ----------
+    labels_ : ndarray (n_samples,)
+    affinity_matrix_ : scipy.sparse.csr_matrix (n_samples, n_samples)
+    embedding_ : ndarray (n_samples, n_clusters)
+    n_features_in_ : int
+    """
+
+    def __init__(self, n_clusters=8, *, regularizer="l1", n_neighbors=10, augment=None, lam=0.0, alpha=20.0,
+                 n_init=10, random_state=None, max_memory="4GB", scheduler=None):
+        self.n_clusters = n_clusters
+        self.regularizer = regularizer
+        self.n_neighbors = n_neighbors
+        self.augment = augment
+        self.lam = lam
+        self.alpha = alpha
+        self.n_init = n_init
+        self.random_state = random_state
+        self.max_memory = max_memory
+        self.scheduler = scheduler
+
+    def fit(self, X, y=None):
+        """Cluster the rows of X (images flattened as the ``augment`` preset says)."""
+        X = _check_X(self, X)
+        k = self.n_clusters
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1 or (k >= X.shape[0] and k > 1):
+            raise ValueError(f"n_clusters must be an integer between 1 and n_samples - 1, got {k!r}")
+        if k == 1:
+            self.labels_ = np.zeros(X.shape[0], dtype=np.int64)
+            self.affinity_matrix_ = self.embedding_ = None
+            return self
+        cfg = {"data": {"path": "<array>"}, "preprocess": {"l2_normalize": False, "tfidf": False},
+               "method": {"names": ["aksc"]},
+               "aksc": {"regularizer": self.regularizer, "n_neighbors": self.n_neighbors,
+                        "augment": "none" if self.augment is None else self.augment, "lam": float(self.lam),
+                        "alpha": float(self.alpha)},
+               "cluster": {"n_clusters": k, "n_init": self.n_init, "seed": _seed(self.random_state),
+                           "algorithm": "lloyd"},
+               "store": {"path": "<temporary>", "max_memory": self.max_memory},
+               "output": {"dir": "<none>", "plots": False}}
+        keep, Xk = _nonzero_rows(X, k, "SubspaceClustering", "sample")
+        res = run_estimator(cfg, Xk, self.scheduler)
+        self.labels_, self.embedding_ = _expand(keep, res["labels"], res["E"])
+        self.affinity_matrix_ = res["K"]  # over the non-zero samples
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True   # densified for the self-expression (n x d, not n x n)
+        return tags
+
+    def fit_predict(self, X, y=None):
+        """Fit and return ``labels_``."""
+        return self.fit(X).labels_

@@ -273,3 +273,19 @@ register(Method("binmf", BiNMFParams,
                 assign_streamed=_nmf("binmf_assign_streamed")))
 register(Method("kkmeans", KernelKMeansParams, ("affinity", "assign"), "kernel k-means on the affinity",
                 assign=_nmf("kernel_kmeans_assign")))
+
+
+@dataclass(frozen=True)
+class SubspaceParams:
+    """Ak-SC (paper 002): self-expression on kNN dictionaries enlarged by augmented samples, Ncut, k-means."""
+
+    regularizer: str = param("l1", choices=("l1", "l2", "nuclear"))   # SSC, LSR, LRR
+    n_neighbors: int = nonnegative(10, int)   # k of the kNN dictionary; 0 = the full dictionary (SSC/LSR/LRR)
+    augment: str = param("none", choices=("none", "coil20", "mnist"))  # preset: image shape and transforms
+    lam: float = nonnegative(0.0, float)      # 0: SSC's rule lambda = min_i ||A_i^T x_i||_inf / alpha; LSR/LRR 0.05
+    alpha: float = positive(20.0, float)
+
+
+register(Method("aksc", SubspaceParams, ("subspace", "embed", "cluster"),
+                "augmented subspace clustering (paper 002): Ak-SSC / Ak-LSR / Ak-LRR, kNN-* without augmentation",
+                normalize=_hook("ncut_memory", "bigclust.subspace._hooks")))

@@ -27,7 +27,9 @@ def top_eigenvectors(P, k, *, solver="auto", random_state=0):
     k : int
         Number of eigenvectors, 1 <= k < n.
     solver : {"auto", "eigh", "eigsh", "lobpcg"}
-        ``auto``: dense ``eigh`` for n <= 2000, else ``eigsh`` (ARPACK) with a
+        ``auto``: dense ``eigh`` for n <= 2000 (dense or sparse P), block
+        ``lobpcg`` for a larger sparse P whose graph is disconnected (ARPACK
+        misses copies of a repeated eigenvalue), else ``eigsh`` (ARPACK) with a
         fallback to ``lobpcg`` when ARPACK does not converge (with a warning).
     random_state : int
         Seeds the start vector so that runs are reproducible.
@@ -47,7 +49,15 @@ def top_eigenvectors(P, k, *, solver="auto", random_state=0):
     if isinstance(P, LinearOperator) and solver in ("auto", "eigh"):
         solver = "eigsh"  # an operator streaming blocks from disk: never densify it
     if solver == "auto":
-        solver = "eigh" if (n <= EIGH_MAX_N and not sp.issparse(P)) or n <= 200 else "eigsh"
+        # ARPACK finds one vector per distinct eigenvalue of its Krylov space, so on a disconnected graph
+        # it misses copies of the repeated top eigenvalue (one per component) and the embedding is wrong;
+        # dense eigh is exact up to EIGH_MAX_N, block LOBPCG finds repeated eigenvalues above it
+        if n <= EIGH_MAX_N:
+            solver = "eigh"
+        elif sp.issparse(P) and components(P)[0] > 1:
+            solver = "lobpcg"
+        else:
+            solver = "eigsh"
     if solver == "eigh":
         from scipy.linalg import eigh
         A = P.toarray() if sp.issparse(P) else np.asarray(P, dtype=np.float64)

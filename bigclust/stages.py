@@ -85,8 +85,18 @@ class AffinityParams:
 
 
 @dataclass(frozen=True)
+class SubspaceParams:
+    input: str
+    src: str
+    method: str
+    method_params: dict
+    seed: int
+
+
+@dataclass(frozen=True)
 class EmbedParams:
     inputs: tuple                                 # affinity keys (several when the method combines a sweep)
+    src: str                                      # their stage: affinity, or the subspace stage's W
     method: str
     method_params: dict
     k: int
@@ -322,7 +332,7 @@ def embed(store_path, key, attrs, p: EmbedParams, *, y=None, client=None, **_):
     m = methods.get(p.method)
     mp = m.make(p.method_params)
     store = Store(store_path)
-    groups = [store.open("affinity", a) for a in p.inputs]
+    groups = [store.open(p.src, a) for a in p.inputs]
     if len({is_sparse(g, "K") for g in groups}) > 1:
         raise UserError(f"{p.method} needs kernels that are all dense or all sparse")
     t0 = time.perf_counter()
@@ -405,6 +415,23 @@ def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, y, **ex
                         "norm_n_iter": int(info.n_iter), "norm_converged": bool(info.converged),
                         "row_err": float(info.row_err), "out_of_core": False,
                         "history": [list(map(float, h)) for h in info.history], **extra})
+
+
+# -- subspace: self-expressive affinities (paper 002) ------------------------------------------
+
+
+def subspace(store_path, key, attrs, p: SubspaceParams, **_):
+    """The subspace family's affinity W (sparse) from the documents / images X, as the stage's K."""
+    from .subspace._hooks import affinity as subspace_affinity
+
+    store = Store(store_path)
+    X = read_matrix(store.open(p.src, p.input), "X")
+    from . import methods
+    m = methods.get(p.method)
+    W = subspace_affinity(X.toarray() if sp.issparse(X) else X, m.make(p.method_params), p.seed)
+    with store.write("subspace", key, attrs) as g:
+        write_csr(g, "K", W)
+        g.attrs["nnz"] = int(W.nnz)
 
 
 # -- assign: methods that label the points themselves ---------------------------------------
@@ -510,14 +537,14 @@ def _build_embed(ctx: Context, src, inputs):
     ncomp = emb["n_components"] or ctx.k
     if ncomp >= n:
         raise UserError(f"{ctx.cfg.path}: [embed] n_components={ncomp} must be below n={n}")
-    K = ctx.store.open("affinity", inputs[0])["K"]
+    K = ctx.store.open(src, inputs[0])["K"]
     sparse = K.attrs.get("format") == "csr"
     itemsize = np.dtype(ctx.point["affinity"]["dtype"]).itemsize
     in_memory = sparse or normalize_plan(n, itemsize, ctx.cfg.max_memory, n_kernels=len(inputs)).in_memory
     if not in_memory and ctx.method.normalize_ooc is None:
         raise UserError(f"{ctx.cfg.path}: {ctx.method.name} has no out-of-core path and its n={n} dense kernel "
                         "does not fit [store] max_memory; raise max_memory or use [affinity] kind = \"knn\"")
-    return [EmbedParams(inputs=tuple(inputs), method=ctx.method.name, method_params=dataclasses.asdict(ctx.params),
+    return [EmbedParams(inputs=tuple(inputs), src=src, method=ctx.method.name, method_params=dataclasses.asdict(ctx.params),
                         k=ncomp, eigensolver=emb["eigensolver"], in_memory=in_memory,
                         seed=ctx.point["cluster"]["seed"], max_memory=ctx.cfg.max_memory)]
 
@@ -530,6 +557,12 @@ def _build_cluster(ctx: Context, src, inputs):
                           n_init=cl["n_init"], max_iter=cl["max_iter"], algorithm=cl["algorithm"],
                           minibatch_threshold=None if lloyd else cl["minibatch_threshold"],
                           batch_size=None if lloyd else cl["batch_size"], seed=cl["seed"])]
+
+
+def _build_subspace(ctx: Context, src, inputs):
+    (key,) = inputs
+    return [SubspaceParams(input=key, src=src, method=ctx.method.name,
+                           method_params=dataclasses.asdict(ctx.params), seed=ctx.point["cluster"]["seed"])]
 
 
 def _build_assign(ctx: Context, src, inputs):
@@ -588,6 +621,8 @@ register_stage(StageDef("assign", _build_assign, assign, "labels",
                         report=("n_iter", "converged"),
                         describe=lambda p: f"{_fmt(p.method_params)} k={p.k}"
                                            + (f" (streamed, {len(p.stream) - 1} blocks)" if p.stream else "")))
+register_stage(StageDef("subspace", _build_subspace, subspace, "K", where=lambda p: "task",
+                        describe=lambda p: _fmt(p.method_params)))
 # the rows of a few classes, for the subset protocol (built by the runner, not chained by methods)
 register_stage(StageDef("subset", None, subset, "X", describe=lambda p: f"classes={list(p.classes)}"))
 

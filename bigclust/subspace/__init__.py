@@ -149,8 +149,10 @@ def subspace_clustering(X, n_clusters, *, regularizer="l1", n_neighbors=10, augm
     from ..normalize import ncut
     from ..spectral import EIGH_MAX_N, check_connected, embed
 
-    rs = check_random_state(random_state)
-    aug_seed, km_seed = (int(s) for s in rs.randint(0, 2**31 - 1, size=2))
+    if isinstance(random_state, (int, np.integer)):  # as the pipeline: one seed for augmentation and k-means
+        aug_seed = km_seed = int(random_state)
+    else:
+        aug_seed, km_seed = (int(s) for s in check_random_state(random_state).randint(0, 2**31 - 1, size=2))
     W, info = subspace_affinity(X, regularizer=regularizer, n_neighbors=n_neighbors, augment=augment,
                                 image_shape=image_shape, order=order, lam=lam, random_state=aug_seed,
                                 knn_method=knn_method, return_info=True, **solver_options)

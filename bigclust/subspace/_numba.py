@@ -16,7 +16,7 @@ the stopping tests compare small residuals (DESIGN.md 3.4).
 import numpy as np
 from numba import prange
 
-from .._numba import njit
+from .._jit import njit
 
 
 # ----------------------------------------------------------------------------- small dense linear algebra

@@ -1,0 +1,28 @@
+"""How the pipeline runs the subspace family: the subspace stage's affinity and its Ncut normalisation."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def affinity(X, p, seed):
+    """``W = |C̄| + |C̄|ᵀ`` of Ak-SC (kNN-SC without augmentation, full SC with ``n_neighbors = 0``)."""
+    from . import subspace_affinity
+    opts = {} if p.lam else {"alpha": p.alpha}
+    return subspace_affinity(np.asarray(X), regularizer=p.regularizer, n_neighbors=p.n_neighbors or None,
+                             augment=None if p.augment == "none" else p.augment, lam=p.lam or None,
+                             random_state=seed, **opts)
+
+
+def ncut_memory(W, p, y):
+    """Ncut of W; a sample without any coefficient link gets a unit self-loop (and a warning)."""
+    from ..normalize import ncut
+    deg = np.asarray(W.sum(axis=1)).ravel()
+    isolated = deg <= 0
+    if isolated.any():
+        warnings.warn(f"{int(isolated.sum())} samples have no coefficient link; given a unit self-loop",
+                      RuntimeWarning, stacklevel=2)
+        W = (W + sp.diags(isolated.astype(W.dtype))).tocsr()
+    return ncut(W, return_info=True)
