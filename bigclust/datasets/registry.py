@@ -248,7 +248,7 @@ def _guess_format(path: Path) -> str:
 
 
 def _file_source(path, fmt, n, d, classes, blocks, sparse=False):
-    info = DatasetInfo(path.name, f"{fmt} file {path}", n, d, len(classes) if classes else 1,
+    info = DatasetInfo(path.name, f"{fmt} file {path}", n, d, len(classes) if classes else 0,
                        sparse, (str(path),))
     return Source(info, blocks, class_names=classes)
 
@@ -257,7 +257,7 @@ def _in_memory(path, fmt, X, keys):
     """A Source over a whole-file ``X`` with label keys (None: unlabelled)."""
     import scipy.sparse as sp
 
-    classes, y = None, np.zeros(X.shape[0], np.int64)
+    classes, y = None, np.full(X.shape[0], -1, np.int64)     # unlabelled: y = -1
     if keys is not None:
         classes = sorted_classes(set(keys))
         index = {c: i for i, c in enumerate(classes)}
@@ -278,7 +278,7 @@ def open_file(path, fmt: str | None = None, label_column: int | None = -1) -> So
         Text formats may be compressed (``.gz`` or ``.Z`` after it).
     label_column : int or None
         For csv and npy, the column holding the label (negative counts from
-        the end); None: no labels, every row is class 0.  A .npz holds arrays
+        the end); None: no labels, every row has y = -1.  A .npz holds arrays
         ``X`` and (optionally) ``y``; a .mat holds ``X``/``y`` or ``fea``/``gnd``.
 
     Returns
