@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 
 from . import __version__, stages
 from .config import Config, load, stable_hash
@@ -148,6 +150,8 @@ class Runner:
     def _n_clusters(self, cl, ia) -> int:
         """k from ``[cluster]`` (0: the number of classes), checked against n."""
         k, n = cl["n_clusters"] or ia["n_classes"], ia["n_samples"]
+        if not k:
+            raise UserError(_no_labels(self.cfg))
         if k < 2 or k > n:
             raise UserError(f"{self.cfg.path}: [cluster] n_clusters={k} must be between 2 and n={n}"
                             + ("" if cl["n_clusters"] else " (taken from the number of classes)"))
@@ -167,8 +171,13 @@ class Runner:
         source = None
         if not self.store.has("ingest", stage_key(ing)) or self.force:
             source = self.source or stages.open_source(d, self.cfg.path.parent)
+            if self.source is None:  # the shape is known now: check every point before ingesting
+                i = source.info
+                self._check_once(i.n_samples, -1 if i.sparse else i.n_features, i.n_classes, i.sparse)
         ing_key = self._stage(INGEST, ing, d["name"] or d["path"], source=source)
         ia = self.done[("ingest", ing_key)]
+        if self.source is None:
+            self._check_once(ia["n_samples"], ia["n_features"], ia["n_classes"], ia["sparse"])
         text = ia["sparse"] and pre["tfidf"]
         pp = stages.PreprocessParams(
             input=ing_key, l2_normalize=pre["l2_normalize"], pca=pre["pca"],
@@ -181,6 +190,13 @@ class Runner:
         return pre_key, ia, y
 
     source = None  # a data source to ingest instead of the config's [data] (the estimators' arrays)
+    _checked = False
+
+    def _check_once(self, n, d, n_classes, sparse):
+        """:func:`check_sizes` of every config point, once the data's shape is known (before affinity)."""
+        if not self._checked:
+            check_sizes(self.cfg, list(self.cfg.points()), n, d, n_classes, sparse)
+            self._checked = True
 
     def run_instance(self, method, group):
         """Run (or resume) the chain of ``method`` for one instance; returns (record, labels of every restart).
@@ -307,13 +323,15 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
 
     cfg = load(config_path)
     out_dir = Path(out) if out else cfg.resolve(cfg.sections["output"]["dir"])
+    store_path = Path(store) if store else cfg.resolve(cfg.sections["store"]["path"])
+    check_writable(out_dir, "output folder")
+    check_writable(store_path, "store")
     check_out_dir(out_dir, cfg, force)
     points = list(cfg.points())
     for point in points:  # sizes known from the registry are checked before any work
         _precheck(cfg, point)
     grouped = {m: instances(cfg, points, get_method(m)) for m in cfg.methods}  # refused before any work
-    store = Store(Path(store) if store else cfg.resolve(cfg.sections["store"]["path"]), owner=_owner(cfg),
-                  force=force)
+    store = Store(store_path, owner=_owner(cfg), force=force)
     log(f"bigclust {__version__}: {cfg.path}: {len(points)} sweep point(s) x {len(cfg.methods)} method(s), "
         f"store {store.path}")
     t0 = time.perf_counter()
@@ -361,26 +379,122 @@ def _owner(cfg: Config) -> dict:
 
 
 def _precheck(cfg: Config, point):
+    """What can be checked of one config point before reading any value of the data.
+
+    The data file exists and is readable; for a registered data set (whose
+    shape the registry knows) every size and the memory budget (:func:`check_sizes`).
+    """
     from .datasets import get_info
     name = point["data"]["name"]
     if not name:
         p = cfg.resolve(point["data"]["path"])
         if not p.is_file():
             raise DataError(f"{cfg.path}: [data] path: file {p} does not exist")
+        try:
+            with open(p, "rb"):
+                pass
+        except OSError as e:
+            raise DataError(f"{cfg.path}: [data] path: cannot read {p} ({e.strerror})") from None
         return
-    n = get_info(name).n_samples
-    k = point["cluster"]["n_clusters"]
-    if k and k > n:
-        raise UserError(f"{cfg.path}: [cluster] n_clusters={k} must be between 2 and n={n}")
-    if point["affinity"]["kind"] == "knn" and point["affinity"]["n_neighbors"] > n:
-        raise UserError(f"{cfg.path}: [affinity] n_neighbors={point['affinity']['n_neighbors']} exceeds n={n}")
+    info = get_info(name)
+    check_sizes(cfg, [point], info.n_samples, info.n_features, info.n_classes, info.sparse)
+
+
+def _no_labels(cfg) -> str:
+    return (f"{cfg.path}: the data have no labels (a .npz without 'y', or unlabelled rows), so the number of "
+            "clusters cannot be taken from them: set [cluster] n_clusters")
+
+
+def _uses_dense_kernel(method, point) -> bool:
+    return "affinity" in method.chain and point["affinity"]["kind"] != "knn"
+
+
+def check_sizes(cfg: Config, points, n: int, d: int, n_classes: int, sparse: bool):
+    """Sizes and memory of every config point against the data's shape, before any work.
+
+    ``d`` < 0: not known yet (a text corpus's vocabulary).  Raises UserError
+    (ConfigError for the memory budget) naming the key and what it needs.
+    """
+    from .config import ConfigError
+    from .plan import chunk_bytes, format_bytes, min_budget
+
+    budget = cfg.max_memory
+    mem = f"[store] max_memory={cfg.sections['store']['max_memory']!r} ({format_bytes(budget)})"
+    for point in points:
+        k = point["cluster"]["n_clusters"] or n_classes
+        if not k:
+            raise UserError(_no_labels(cfg))
+        if k > n:
+            raise UserError(f"{cfg.path}: [cluster] n_clusters={k} must be between 2 and n={n}"
+                            + ("" if point["cluster"]["n_clusters"] else " (taken from the number of classes)"))
+        a = point["affinity"]
+        if a["kind"] == "knn" and a["n_neighbors"] > n:
+            raise UserError(f"{cfg.path}: [affinity] n_neighbors={a['n_neighbors']} exceeds n={n}")
+        rows = min(point["data"]["chunk_rows"], n)  # a chunk never holds more rows than the data
+        if not sparse and d >= 0 and chunk_bytes(rows, d) > budget:
+            fit = budget // chunk_bytes(1, d)
+            raise ConfigError(f"{cfg.path}: [data] chunk_rows={point['data']['chunk_rows']}: a chunk of {rows} "
+                              f"rows x {d} features x 4 "
+                              f"bytes = {format_bytes(chunk_bytes(rows, d))} does not fit {mem}; "
+                              + (f"lower chunk_rows to at most {fit} or raise max_memory" if fit
+                                 else "raise max_memory"))
+        for m in cfg.methods:
+            method = get_method(m)
+            if "embed" in method.chain and k:
+                ncomp = point["embed"]["n_components"] or k
+                if ncomp >= n:
+                    raise UserError(f"{cfg.path}: [embed] n_components={ncomp} must be below n={n}"
+                                    + ("" if point["embed"]["n_components"] else " (= the number of clusters)"))
+            if _uses_dense_kernel(method, point):
+                n_k = len(cfg.sweeps.get(method.combine, [0])) if method.combine else 1
+                need = min_budget(n, np.dtype(a["dtype"]).itemsize, n_kernels=n_k)
+                if need > budget:
+                    raise ConfigError(f"{cfg.path}: {mem} is too small for {m} on n={n} samples: streaming "
+                                      f"the n x n kernel needs at least {format_bytes(need)} (a few rows of it)")
+
+
+def _nearest_existing(path: Path) -> Path:
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def check_writable(path: Path, what: str):
+    """One line, before any work, when ``path`` (a folder to create or reuse) cannot be written.
+
+    The folder or its nearest existing parent must be a folder (not a file)
+    in which a sub-folder can be created and removed (a real probe, so
+    read-only mounts and root's permissions are told right).
+    """
+    import tempfile
+
+    path = Path(path)
+    base = _nearest_existing(path.absolute())
+    if not base.is_dir():
+        where = "is a file" if base == path.absolute() else f"is under {base}, which is a file"
+        raise StoreError(f"{what} {path} {where}, not a folder")
+    try:
+        probe = tempfile.mkdtemp(prefix=".bigclust-probe-", dir=base)
+        os.rmdir(probe)
+    except OSError as e:
+        raise StoreError(f"{what} {path} cannot be written: {base} is not writable ({e.strerror})") from None
 
 
 def validate(config_path) -> Config:
-    """Only check a config (``bigclust pipeline validate``); raises ConfigError/UserError."""
+    """Only check a config (``bigclust pipeline validate``); raises ConfigError/UserError.
+
+    Everything that does not need the data's values: keys, ranges, seeds, the
+    memory budget, sizes of registered data sets, the data file is readable,
+    the store and output folders can be written.  Creates nothing.
+    """
     cfg = load(config_path)
     for point in cfg.points():
         _precheck(cfg, point)
+    for m in cfg.methods:
+        instances(cfg, list(cfg.points()), get_method(m))
+    check_writable(cfg.resolve(cfg.sections["store"]["path"]), "store")
+    check_writable(cfg.resolve(cfg.sections["output"]["dir"]), "output folder")
     return cfg
 
 
@@ -393,6 +507,7 @@ def ingest_to_store(name, root, store_path, *, chunk_rows=4096):
     from pathlib import Path
 
     data = {"name": name, "path": None, "root": str(root) if root else None, "label_column": -1}
+    check_writable(Path(store_path), "store")
     source = stages.open_source(data, Path.cwd())
     store = Store(store_path, owner={"name": name, "path": None})
     params = stages.IngestParams(data={"name": name, "path": None, "label_column": -1}, chunk_rows=chunk_rows)

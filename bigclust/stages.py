@@ -188,7 +188,8 @@ def ingest(store_path, key, attrs, p: IngestParams, *, source, progress=None, **
             else:
                 Xc = np.asarray(Xc, dtype=np.float32)
                 if X_arr is None:
-                    X_arr = g.create_array("X", shape=(0, Xc.shape[1]), chunks=(chunk_rows, Xc.shape[1]),
+                    X_arr = g.create_array("X", shape=(0, Xc.shape[1]),  # a chunk is never longer than the data
+                                           chunks=(max(1, min(chunk_rows, info.n_samples)), Xc.shape[1]),
                                            dtype=np.float32, fill_value=0)
                 X_arr.resize((n_done + Xc.shape[0], Xc.shape[1]))
                 X_arr[n_done:n_done + Xc.shape[0]] = Xc

@@ -1,0 +1,223 @@
+"""Issue 9: every failure a clear line, every degenerate result a warning.
+
+Bad input: one ``error:`` line, exit 2, no traceback, nothing overwritten or
+lost (checked through the CLI where the message is the point, in process
+where only the exception matters).  Degenerate results: one ``warning:`` line.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bigclust.errors import ConfigError, DataError, StoreError, UserError
+from bigclust.pipeline import run, validate
+
+from conftest import blobs
+
+ROOT = Path(__file__).parents[1]
+
+
+def _cli(*args, cwd=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "bigclust.cli", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, timeout=timeout)
+
+
+def _one_error_line(r, needle=None):
+    errs = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    ok = r.returncode == 2 and "Traceback" not in r.stderr and len(errs) == 1
+    return ok and (needle is None or needle in errs[0])
+
+
+def _warnings(r):
+    return [ln for ln in r.stderr.splitlines() if ln.startswith("warning:")]
+
+
+def _with(path, old, new):
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new))
+    return path
+
+
+@pytest.fixture
+def small(tmp_path):
+    """A 60-row, 3-class blob file (fast end to end)."""
+    X, y = blobs(n=60)
+    p = tmp_path / "small.npz"
+    np.savez(p, X=X, y=y)
+    return p
+
+
+def _nothing_written(tmp_path):
+    """No output folder, no stage in the store (for a file, its shape is only known once it is opened,
+    which is after the empty store is made and before the ingest)."""
+    return not (tmp_path / "out").exists() and not (tmp_path / "store.zarr" / "stages").exists()
+
+
+# -- 1. the dense kinds without a width run end to end ------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["linear", "cosine", "cosine2"])
+def test_kernels_without_gamma_run_and_validate(tmp_path, small, make_config, kind):
+    cfg = _with(make_config(small), "gamma = 1.0", f'kind = "{kind}"')
+    cfg = _with(cfg, 'names = ["kmeans", "ra", "ncut"]', 'names = ["ra", "ncut"]')
+    validate(cfg)
+    recs = run(cfg)
+    assert [r["method"] for r in recs] == ["ra", "ncut"]
+    assert all(r["acc_avg"] > 0.9 and "gamma" not in r["params"] for r in recs)
+
+
+# -- 2-4. config values that pass the schema but cannot run: refused before any work -------------------
+
+def _cfg_cases():
+    return [
+        ("seed", "n_init = 5", "n_init = 5\nseed = 4294967296", ConfigError, "0 <= seed < 2**32"),
+        ("seed-neg", "n_init = 5", "n_init = 5\nseed = -1", ConfigError, "seed"),
+        ("inf", 'path = "store.zarr"', 'path = "store.zarr"\nmax_memory = "infGB"', ConfigError, "max_memory"),
+        ("1e400", 'path = "store.zarr"', 'path = "store.zarr"\nmax_memory = "1e400"', ConfigError, "max_memory"),
+        ("1B", 'path = "store.zarr"', 'path = "store.zarr"\nmax_memory = "1B"', ConfigError, "max_memory"),
+        # 60 rows x 5 features x 4 bytes = 1200 bytes fit; three kernel rows of 60 x 8 bytes do not
+        ("kernel", 'path = "store.zarr"', 'path = "store.zarr"\nmax_memory = 1200', ConfigError,
+         "too small for ra on n=60"),
+        ("chunk", "[affinity]", 'chunk_rows = 1000000000\n[affinity]', ConfigError, "chunk_rows=1000000000: a chunk of 60 rows"),
+        ("ncomp", "n_init = 5", "n_init = 5\n[embed]\nn_components = 60", UserError, "n_components=60 must be below n=60"),
+        ("k", "n_init = 5", "n_init = 5\nn_clusters = 61", UserError, "n_clusters=61"),
+    ]
+
+
+@pytest.mark.parametrize("case", _cfg_cases(), ids=lambda c: c[0])
+def test_bad_config_values_refused_before_any_work(tmp_path, small, make_config, case):
+    name, old, new, exc, needle = case
+    cfg = _with(make_config(small), old, new)
+    if name == "chunk":
+        cfg = _with(cfg, 'path = "store.zarr"', 'path = "store.zarr"\nmax_memory = "1kB"')
+    with pytest.raises(exc, match=needle.replace("*", r"\*").replace("(", r"\(")):
+        run(cfg)
+    assert _nothing_written(tmp_path)
+
+
+def test_huge_chunk_rows_on_small_data_allocates_nothing_big(tmp_path, small, make_config):
+    cfg = _with(make_config(small), "[affinity]", "chunk_rows = 1000000000\n[affinity]")
+    cfg = _with(cfg, 'names = ["kmeans", "ra", "ncut"]', 'names = ["kmeans"]')
+    assert run(cfg)[0]["acc_avg"] > 0.9
+
+
+def test_chunk_rows_over_budget_and_memory_of_registered_set_in_validate(tmp_path, make_config):
+    # a chunk of 4096 rows x 64 features x 4 bytes = 1 MB > 100 kB; optdigits' shape is known without reading
+    cfg = make_config("unused.npz")
+    cfg = _with(cfg, 'path = "unused.npz"', 'name = "optdigits"\nroot = "nowhere"')
+    cfg = _with(cfg, 'path = "store.zarr"', 'path = "store.zarr"\nmax_memory = "100kB"')
+    r = _cli("pipeline", "validate", str(cfg))
+    assert _one_error_line(r, "chunk_rows=4096"), r.stderr
+    _with(cfg, "[affinity]", "chunk_rows = 300\n[affinity]")
+    r = _cli("pipeline", "validate", str(cfg))       # the chunk fits; three rows of a 5620 x 5620 kernel do not
+    assert _one_error_line(r, "too small for ra on n=5620"), r.stderr
+    r = _cli("pipeline", "run", str(cfg))
+    assert _one_error_line(r, "too small for ra on n=5620"), r.stderr
+    _with(cfg, 'max_memory = "100kB"', 'max_memory = "4GB"')
+    _with(cfg, "n_init = 5", "n_init = 5\n[embed]\nn_components = 5620")
+    r = _cli("pipeline", "validate", str(cfg))
+    assert _one_error_line(r, "n_components=5620 must be below n=5620"), r.stderr
+    assert _nothing_written(tmp_path)
+
+
+def test_cli_seed_and_memory_one_line(tmp_path, small, make_config):
+    cfg = _with(make_config(small), "n_init = 5", "n_init = 5\nseed = 4294967296")
+    for cmd in ("validate", "run"):
+        r = _cli("pipeline", cmd, str(cfg))
+        assert _one_error_line(r, "seed"), r.stderr
+    cfg = _with(make_config(small, name="m.toml"), 'path = "store.zarr"', 'path = "store.zarr"\nmax_memory = "1B"')
+    r = _cli("pipeline", "run", str(cfg))
+    assert _one_error_line(r, "max_memory"), r.stderr
+    assert _nothing_written(tmp_path)
+
+
+# -- 5-6. store and output folders that cannot be written ------------------------------------------------
+
+def _read_only_dir(tmp_path):
+    """A folder nobody (not even root) can create entries in."""
+    if os.geteuid() == 0:
+        if not Path("/sys").is_dir():
+            pytest.skip("running as root without /sys: no read-only folder to test with")
+        return Path("/sys")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    return ro
+
+
+@pytest.mark.parametrize("which", ["store", "out"])
+def test_read_only_store_or_output_refused_before_work(tmp_path, small, make_config, which):
+    ro = _read_only_dir(tmp_path)
+    cfg = make_config(small)
+    if which == "store":
+        _with(cfg, 'path = "store.zarr"', f'path = "{ro}/bigclust-test.zarr"')
+    else:
+        _with(cfg, 'dir = "out"', f'dir = "{ro}/bigclust-test-out"')
+    for cmd in ("validate", "run"):
+        r = _cli("pipeline", cmd, str(cfg))
+        assert _one_error_line(r, "cannot be written"), r.stderr
+    assert not (tmp_path / "store.zarr").exists()
+
+
+def test_paths_under_a_file(tmp_path, small, make_config):
+    f = tmp_path / "afile"
+    f.write_text("keep me")
+    cfg = make_config(small)
+    r = _cli("pipeline", "run", str(cfg), "--out", str(f / "sub"))
+    assert _one_error_line(r, "which is a file"), r.stderr
+    r = _cli("pipeline", "run", str(cfg), "--out", str(f))
+    assert _one_error_line(r, "is a file"), r.stderr
+    _with(cfg, 'path = "store.zarr"', f'path = "{f}/s.zarr"')
+    r = _cli("pipeline", "run", str(cfg))
+    assert _one_error_line(r, "which is a file"), r.stderr
+    r = _cli("pipeline", "validate", str(cfg))
+    assert _one_error_line(r, "which is a file"), r.stderr
+    r = _cli("data", "ingest", "optdigits", "--root", "data", "--store", str(f / "x.zarr"))
+    assert _one_error_line(r, "which is a file"), r.stderr
+    assert f.read_text() == "keep me" and not (tmp_path / "out").exists()
+
+
+# -- 7. files that are not what their extension says -----------------------------------------------------
+
+def _png_bytes():
+    import zlib
+    raw = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(13) + zlib.compress(b"\x00" * 64)
+    return raw
+
+
+@pytest.mark.parametrize("kind", ["empty", "half", "png", "npy-png", "npy-empty"])
+def test_invalid_npz_and_npy_files(tmp_path, small, make_config, kind):
+    data = small.read_bytes()
+    ext, content, needle = {
+        "empty": (".npz", b"", "not a valid .npz file (a zip archive of .npy arrays): it is empty (0 bytes)"),
+        "half": (".npz", data[:len(data) // 2], "not a valid .npz file: truncated or corrupt"),
+        "png": (".npz", _png_bytes(), "not a valid .npz file (a zip archive of .npy arrays): it holds a PNG image"),
+        "npy-png": (".npy", _png_bytes(), "not a valid .npy file: it holds a PNG image"),
+        "npy-empty": (".npy", b"", "not a valid .npy file: it is empty"),
+    }[kind]
+    p = tmp_path / f"bad{ext}"
+    p.write_bytes(content)
+    r = _cli("pipeline", "run", str(make_config(p)))
+    assert _one_error_line(r, needle), r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+# -- 14. data without labels -----------------------------------------------------------------------------
+
+def test_npz_without_labels(tmp_path, make_config):
+    X, _ = blobs(n=60)
+    p = tmp_path / "nolabels.npz"
+    np.savez(p, X=X)
+    cfg = make_config(p)
+    r = _cli("pipeline", "run", str(cfg))
+    assert _one_error_line(r, "no labels"), r.stderr
+    assert "number of classes" not in r.stderr
+    _with(cfg, "n_init = 5", "n_init = 5\nn_clusters = 3")
+    recs = run(cfg)
+    assert recs and all("acc_avg" not in r and "nmi_avg" not in r for r in recs)
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert "acc_avg" not in md and "nmi" not in md
