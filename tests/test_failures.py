@@ -221,3 +221,133 @@ def test_npz_without_labels(tmp_path, make_config):
     assert recs and all("acc_avg" not in r and "nmi_avg" not in r for r in recs)
     md = (tmp_path / "out" / "results.md").read_text()
     assert "acc_avg" not in md and "nmi" not in md
+
+
+# -- 8-9. schedulers that are not there, not Dask, or lost mid-run ---------------------------------------
+
+def test_scheduler_address_without_port(tmp_path, small, make_config):
+    cfg = make_config(small)
+    for addr in ("foo", "tcp://127.0.0.1"):
+        r = _cli("pipeline", "run", str(cfg), "--scheduler", addr)
+        assert _one_error_line(r, "is not an address"), r.stderr
+    assert _nothing_written(tmp_path)
+
+
+def _listener(kind):
+    """A loopback server that is not a Dask scheduler: a silent socket or an HTTP server (daemon thread)."""
+    import socket
+    import threading
+    if kind == "http":
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Quiet(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+        srv = ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        return srv.server_address[1], srv.shutdown
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    sock.settimeout(0.2)
+    conns, stop = [], threading.Event()
+
+    def accept():  # accept and never say a word
+        while not stop.is_set():
+            try:
+                conns.append(sock.accept()[0])
+            except OSError:
+                pass
+    threading.Thread(target=accept, daemon=True).start()
+
+    def close():
+        stop.set()
+        for c in conns:
+            c.close()
+        sock.close()
+    return sock.getsockname()[1], close
+
+
+@pytest.mark.parametrize("kind", ["silent", "http"])
+def test_scheduler_port_held_by_something_else_is_one_line_within_timeout(tmp_path, small, make_config,
+                                                                            monkeypatch, kind):
+    import time
+
+    from bigclust import pipeline
+    monkeypatch.setattr(pipeline, "SCHEDULER_TIMEOUT", 2.0)
+    port, close = _listener(kind)
+    try:
+        t0 = time.perf_counter()
+        with pytest.raises(UserError, match="no Dask scheduler at tcp://127.0.0.1") as e:
+            run(make_config(small), scheduler=f"tcp://127.0.0.1:{port}")
+        assert time.perf_counter() - t0 < 20
+    finally:
+        close()
+    assert ("HTTP server" in str(e.value)) == (kind == "http") and "\n" not in str(e.value)
+    assert _nothing_written(tmp_path)
+
+
+def test_nothing_listening_is_one_line(tmp_path, small, make_config):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # a port nobody listens on
+    r = _cli("pipeline", "run", str(make_config(small)), "--scheduler", f"tcp://127.0.0.1:{port}")
+    assert _one_error_line(r, "cannot connect to Dask scheduler"), r.stderr
+
+
+@pytest.mark.parametrize("exc", ["FutureCancelledError", "CommClosedError"])
+def test_scheduler_lost_mid_run_is_one_line_and_resumes(tmp_path, small, make_config, monkeypatch, exc, capsys):
+    import distributed
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+
+    from bigclust import pipeline
+
+    class GoneClient:  # stands for a client whose scheduler dies at the second task
+        def __init__(self, *a, **kw):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc_info):
+            return False
+
+    real, calls = pipeline._submit, []
+
+    def dying(client, fn, *a, **kw):
+        calls.append(fn)
+        if len(calls) == 2:
+            raise (FutureCancelledError("stage-1234", "scheduler-connection-lost") if exc == "FutureCancelledError"
+                   else CommClosedError("in <TCP (closed) ConnectionPool.gather local=tcp://127.0.0.1:1>"))
+        return real(None, fn, *a, **kw)
+
+    monkeypatch.setattr(distributed, "Client", GoneClient)
+    monkeypatch.setattr(pipeline, "check_scheduler", lambda a: None)
+    monkeypatch.setattr(pipeline, "_submit", dying)
+    cfg = make_config(small)
+    with pytest.raises(UserError, match="lost the Dask scheduler tcp://127.0.0.1:1 mid-run") as e:
+        run(cfg, scheduler="tcp://127.0.0.1:1")
+    assert "running the same command again resumes" in str(e.value) and "\n" not in str(e.value)
+    monkeypatch.setattr(pipeline, "_submit", real)
+    capsys.readouterr()
+    recs = run(cfg)
+    assert "finished earlier, skipped" in capsys.readouterr().err
+    assert len(recs) == 3 and all(r["acc_avg"] > 0.9 for r in recs)
+
+
+# -- 17. warnings raised on a worker reach the client's one-line output ----------------------------------
+
+def test_worker_warning_is_one_line_on_the_client(tmp_path, small, make_config):
+    distributed = pytest.importorskip("distributed")
+    cfg = _with(make_config(small), 'names = ["kmeans", "ra", "ncut"]',
+                'names = ["bbs"]\n[bbs]\nn_iter = 3\ntol = 1e-12')
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        r = _cli("pipeline", "run", str(cfg), "--scheduler", cluster.scheduler_address)
+    assert r.returncode == 0, r.stderr
+    warn = [ln for ln in _warnings(r) if "did not converge" in ln]
+    assert len(warn) == 1 and warn[0].startswith("warning: BBS (alternating) did not converge in 3 iterations")
+    assert "Traceback" not in r.stderr and "Warning:" not in r.stderr
