@@ -25,7 +25,7 @@ from .config import Config, load, stable_hash
 from .methods import get as get_method
 from .stages import STAGES, StageDef, hashed, stage_key
 from .errors import DataError, StoreError, UserError
-from .store import Store, read_matrix
+from .store import Store, _pid_alive, read_matrix
 
 
 def log(msg: str):
@@ -206,6 +206,7 @@ def check_out_dir(out_dir: Path, cfg: Config, force: bool):
         return
     if not out_dir.is_dir():
         raise StoreError(f"--out {out_dir} exists and is not a folder")
+    _clean_partial_writes(out_dir)
     entries = [p for p in out_dir.iterdir() if not p.name.startswith("replaced-")]
     if not entries:
         return
@@ -222,6 +223,15 @@ def check_out_dir(out_dir: Path, cfg: Config, force: bool):
         what = f"results of another config (hash {prev})" if prev else "files not written by this config"
         raise StoreError(f"output folder {out_dir} holds {what}; choose another --out or pass --force "
                          "(which moves them to a replaced-* subfolder)")
+
+
+def _clean_partial_writes(out_dir: Path):
+    """Remove the temporary files of a report writer that was killed (``.NAME.tmp-PID``)."""
+    for p in out_dir.glob(".*.tmp-*"):
+        pid = p.name.rsplit(".tmp-", 1)[1].split(".")[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                p.unlink()
 
 
 def _archive_out_dir(out_dir: Path):

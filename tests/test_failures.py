@@ -351,3 +351,60 @@ def test_worker_warning_is_one_line_on_the_client(tmp_path, small, make_config):
     warn = [ln for ln in _warnings(r) if "did not converge" in ln]
     assert len(warn) == 1 and warn[0].startswith("warning: BBS (alternating) did not converge in 3 iterations")
     assert "Traceback" not in r.stderr and "Warning:" not in r.stderr
+
+
+# -- 10. a run killed while writing its report resumes with the same command ------------------------------
+
+class _Killed(BaseException):
+    """Stands for SIGKILL: nothing after it runs (not even except Exception handlers)."""
+
+
+@pytest.mark.parametrize("kill_at", range(5))
+def test_kill_while_writing_the_report_then_same_command_resumes(tmp_path, small, make_config, monkeypatch,
+                                                                  kill_at):
+    from bigclust import report
+    real, calls = report._atomic_write, []
+
+    def dying(path, text):
+        if len(calls) == kill_at:  # die half-way through this file: its temporary name is left behind
+            tmp = path.with_name(f".{path.name}.tmp-999999")
+            tmp.write_text("half")
+            raise _Killed
+        calls.append(path.name)
+        real(path, text)
+
+    cfg = _with(make_config(small), 'names = ["kmeans", "ra", "ncut"]', 'names = ["kmeans"]')
+    monkeypatch.setattr(report, "_atomic_write", dying)
+    with pytest.raises(_Killed):
+        run(cfg)
+    monkeypatch.setattr(report, "_atomic_write", real)
+    recs = run(cfg)  # the same command: the folder is recognised as this config's and completed
+    out = tmp_path / "out"
+    assert json.loads((out / "run.json").read_text())["complete"] is True
+    assert json.loads((out / "results.json").read_text())[0]["acc_avg"] == recs[0]["acc_avg"]
+    assert not list(out.glob(".*.tmp-*"))
+    # and another config is still refused there, with its files kept
+    other = _with(make_config(small, name="other.toml"), "n_init = 5", "n_init = 4")
+    with pytest.raises(StoreError, match="holds results of another config"):
+        run(other)
+
+
+# -- 11. a stage is never committed under a key its parameters do not hash to ------------------------------
+
+def test_store_refuses_params_that_do_not_hash_to_the_key(tmp_path):
+    from bigclust import stages
+    from bigclust.store import Store, write_dense
+
+    s = Store(tmp_path / "s.zarr", owner={"name": "a"})
+    p = stages.ClusterParams(input="abc", src="embed", array="E", k=3, n_init=5, max_iter=10, algorithm="lloyd",
+                             minibatch_threshold=None, batch_size=None, seed=0)
+    stale = stages.ClusterParams(**{**stages.hashed(p), "seed": 1})   # what a stale task would carry
+    key = stages.stage_key(p)
+    with pytest.raises(StoreError, match="refusing to commit stage cluster/"):
+        with s.write("cluster", key, {"params": stages.hashed(stale)}) as g:
+            write_dense(g, "labels", np.zeros(4))
+    tmp = tmp_path / "s.zarr" / "tmp"
+    assert not s.has("cluster", key) and not (tmp.exists() and any(tmp.iterdir()))
+    with s.write("cluster", key, {"params": stages.hashed(p)}) as g:
+        write_dense(g, "labels", np.zeros(4))
+    assert s.has("cluster", key)
