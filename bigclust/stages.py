@@ -270,7 +270,7 @@ def preprocess(store_path, key, attrs, p: PreprocessParams, **_):
 
 def affinity(store_path, key, attrs, p: AffinityParams, **_):
     """The kernel matrix K into ``stages/affinity/<key>`` (dense row chunks or CSR)."""
-    from .affinity import dense_kernel, knn_kernel
+    from .affinity import check_gaussian_width, dense_kernel, knn_kernel
 
     store = Store(store_path)
     X = read_matrix(store.open("preprocess", p.input), "X")
@@ -280,6 +280,8 @@ def affinity(store_path, key, attrs, p: AffinityParams, **_):
             K = knn_kernel(X, p.n_neighbors, p.gamma, random_state=p.seed, dtype=dtype)
             write_csr(g, "K", K)
         else:
+            if p.kind == "gaussian":
+                check_gaussian_width(X, p.gamma)
             K = dense_kernel(X, p.kind, 1.0 if p.gamma is None else p.gamma, dtype=dtype,
                              block_bytes=p.chunk_rows * X.shape[0] * dtype.itemsize)
             write_dense(g, "K", K, chunk_rows=K.chunks[0][0], compress=False)
