@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -258,6 +259,7 @@ class Runner:
     def __init__(self, cfg: Config, store: Store, client, force: bool, log=log):
         self.cfg, self.store, self.client, self.force, self.log = cfg, store, client, force, log
         self.done: dict[tuple[str, str], dict] = {}
+        self._distinct = {}
 
     def _stage(self, sd: StageDef, params, describe="", **runtime):
         """Run stage ``sd`` with ``params`` unless that instance is already in the store; returns its key.
@@ -291,6 +293,22 @@ class Runner:
             raise UserError(f"{self.cfg.path}: [cluster] n_clusters={k} must be between 2 and n={n}"
                             + ("" if cl["n_clusters"] else " (taken from the number of classes)"))
         return k
+
+    def _check_distinct(self, pre_key, k):
+        """Refuse data with fewer distinct (preprocessed) rows than clusters; warn when most rows are repeats."""
+        if pre_key not in self._distinct:
+            self._distinct[pre_key] = n_distinct_rows(self.store.open("preprocess", pre_key)["X"])
+        m, n = self._distinct[pre_key]
+        what = "all rows are the same" if m == 1 else f"only {m} of the {n} rows are distinct"
+        if m < k:
+            raise DataError(f"{self.cfg.path}: after preprocessing {what}, fewer than the {k} clusters asked for "
+                            "(zero-variance data, or rows equal up to scale under [preprocess] l2_normalize); "
+                            "nothing to cluster")
+        if m <= n // 2 and not self._distinct.get((pre_key, "warned")):
+            self._distinct[(pre_key, "warned")] = True
+            warnings.warn(f"after preprocessing {what}: most rows repeat others (rows equal up to scale are equal "
+                          "after [preprocess] l2_normalize); clusters and scores are dominated by the repeats",
+                          RuntimeWarning, stacklevel=2)
 
     def data(self, point):
         """Ingest and preprocess; returns (preprocess key, ingest attrs, labels or None)."""
@@ -326,6 +344,7 @@ class Runner:
 
     source = None  # a data source to ingest instead of the config's [data] (the estimators' arrays)
     _checked = False
+    _distinct: dict
 
     def _check_once(self, n, d, n_classes, sparse):
         """:func:`check_sizes` of every config point, once the data's shape is known (before affinity)."""
@@ -346,6 +365,8 @@ class Runner:
         params = method.make(point[method.name])
         pre_key, ia, y = self.data(point)
         ctx = stages.Context(self.cfg, self.store, method, params, group, ia, self._n_clusters(point["cluster"], ia))
+        if self.source is None:
+            self._check_distinct(pre_key, ctx.k)
         src, keys, chain = "preprocess", [pre_key], [("preprocess", pre_key)]
         for name in method.chain:
             sd = STAGES[name]
@@ -535,6 +556,44 @@ def _precheck(cfg: Config, point):
         return
     info = get_info(name)
     check_sizes(cfg, [point], info.n_samples, info.n_features, info.n_classes, info.sparse)
+
+
+def n_distinct_rows(node) -> tuple[int, int]:
+    """``(distinct rows, rows)`` of a stored matrix (dense zarr array or CSR group), one pass in chunks.
+
+    Rows are compared through a 64-bit hash of their bytes (random odd weights
+    per column, wrapping arithmetic): equal rows hash equal, and distinct rows
+    collide with negligible probability.  Dense rows that all equal the first
+    one to float32 rounding count as one.
+    """
+    rng = np.random.default_rng(12345)
+    hashes = []
+    if node.attrs.get("format") == "csr":
+        indptr, indices, data = node["indptr"][...], node["indices"][...], node["data"][...]
+        n = indptr.size - 1
+        w_col = rng.integers(1, 2**63, size=int(indices.max(initial=0)) + 1, dtype=np.uint64) | np.uint64(1)
+        v = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        mixed = (v * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1)) * w_col[indices]
+        h = np.zeros(n, np.uint64)
+        np.add.at(h, np.repeat(np.arange(n), np.diff(indptr)), mixed)
+        hashes.append(h)
+    else:
+        n, d = node.shape
+        w = rng.integers(1, 2**63, size=d, dtype=np.uint64) | np.uint64(1)
+        step = max(1, min(n, (64 << 20) // max(1, 8 * d)))
+        ref, dev = None, 0.0
+        for r0 in range(0, n, step):
+            X = np.ascontiguousarray(node[r0:r0 + step], dtype=np.float32)
+            if ref is None:
+                ref = X[0].astype(np.float64)
+            dev = max(dev, float(np.abs(X - ref).max(initial=0.0)))
+            blk = X.view(np.uint32).astype(np.uint64)
+            blk = (blk * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1)) * w
+            hashes.append(blk.sum(axis=1, dtype=np.uint64))
+        # rows equal to float32 rounding (e.g. equal up to scale, then L2-normalised) are one row
+        if n and dev <= 1e-6 * max(float(np.abs(ref).max(initial=0.0)), np.finfo(np.float32).tiny):
+            return 1, int(n)
+    return int(np.unique(np.concatenate(hashes)).size), int(n)
 
 
 def _no_labels(cfg) -> str:
