@@ -408,3 +408,108 @@ def test_store_refuses_params_that_do_not_hash_to_the_key(tmp_path):
     with s.write("cluster", key, {"params": stages.hashed(p)}) as g:
         write_dense(g, "labels", np.zeros(4))
     assert s.has("cluster", key)
+
+
+# -- 12. a Gaussian width that makes K the identity or constant ----------------------------------------------
+
+@pytest.mark.parametrize("gamma, needle", [(1e-9, "numerically the identity"), (1e12, "numerically constant")])
+def test_degenerate_gaussian_width_is_one_warning(tmp_path, small, make_config, gamma, needle):
+    cfg = _with(make_config(small), "gamma = 1.0", f"gamma = {gamma}")
+    cfg = _with(cfg, 'names = ["kmeans", "ra", "ncut"]', 'names = ["ra"]')
+    r = _cli("pipeline", "run", str(cfg))
+    assert r.returncode == 0, r.stderr
+    w = [ln for ln in _warnings(r) if "gaussian kernel" in ln]
+    assert len(w) == 1 and needle in w[0] and f"gamma={gamma:g}" in w[0] and "median squared distance" in w[0]
+
+
+def test_sane_gaussian_width_is_silent():
+    import warnings
+
+    from bigclust.affinity import check_gaussian_width
+    X, _ = blobs(n=300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        med, d2 = check_gaussian_width(X, 50.0)
+    assert 0 < med < 1 and d2 > 0
+
+
+# -- 13. data with (almost) nothing to cluster -------------------------------------------------------------
+
+@pytest.mark.parametrize("what", ["identical", "scaled"])
+def test_rows_all_the_same_refused(tmp_path, make_config, what):
+    rng = np.random.default_rng(0)
+    row = rng.uniform(1, 2, 4).astype(np.float32)
+    # identical rows; or rows equal up to scale, which are identical after L2 normalisation
+    X = np.tile(row, (40, 1)) * (1 if what == "identical" else rng.uniform(1, 3, (40, 1)).astype(np.float32))
+    p = tmp_path / "same.npz"
+    np.savez(p, X=X, y=np.arange(40) % 2)
+    r = _cli("pipeline", "run", str(make_config(p)))
+    assert _one_error_line(r, "all rows are the same, fewer than the 2 clusters"), r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_mostly_duplicate_rows_warn(tmp_path, make_config):
+    X, y = blobs(n=60)
+    p = tmp_path / "dup.npz"
+    np.savez(p, X=np.repeat(X[:20], 3, axis=0), y=np.repeat(y[:20], 3))
+    cfg = _with(make_config(p), 'names = ["kmeans", "ra", "ncut"]', 'names = ["kmeans"]')
+    r = _cli("pipeline", "run", str(cfg))
+    assert r.returncode == 0, r.stderr
+    w = [ln for ln in _warnings(r) if "distinct" in ln]
+    assert len(w) == 1 and "only 20 of the 60 rows are distinct" in w[0]
+
+
+def test_distinct_rows_dense_and_sparse(tmp_path):
+    import scipy.sparse as sp
+
+    from bigclust.pipeline import n_distinct_rows
+    from bigclust.store import Store, write_csr, write_dense
+    X = np.array([[1, 0, 2], [1, 0, 2], [0, 1, 2], [2, 0, 1], [0, 1, 2]], np.float32)
+    s = Store(tmp_path / "s.zarr", owner={"name": "t"})
+    with s.write("x", "k", {}) as g:
+        write_dense(g, "D", X, chunk_rows=2)
+        write_csr(g, "S", sp.csr_matrix(X))
+    g = s.open("x", "k")
+    assert n_distinct_rows(g["D"]) == (3, 5) and n_distinct_rows(g["S"]) == (3, 5)
+
+
+# -- 15. a stray label in one row --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sep", [",", " "])
+def test_stray_non_numeric_label_warns(tmp_path, make_config, sep):
+    X, y = blobs(n=60)
+    lines = [sep.join(f"{v:.4f}" for v in x) + f"{sep}{c}" for x, c in zip(X, y)]
+    lines[17] = lines[17].rsplit(sep, 1)[0] + f"{sep}x"
+    p = tmp_path / "stray.csv"
+    p.write_text("\n".join(lines) + "\n")
+    cfg = _with(make_config(p), 'names = ["kmeans", "ra", "ncut"]', 'names = ["kmeans"]')
+    r = _cli("pipeline", "run", str(cfg))
+    assert r.returncode == 0, r.stderr
+    w = [ln for ln in _warnings(r) if "label" in ln]
+    assert len(w) == 1 and "line 18: label 'x' is not like the other labels" in w[0], r.stderr
+
+
+def test_word_labels_and_a_lone_number(tmp_path):
+    import warnings
+
+    from bigclust.datasets import open_file
+    p = tmp_path / "letters.csv"
+    p.write_text("1,2,A\n3,4,B\n5,6,A\n7,8,B\n9,9,7\n")
+    with pytest.warns(RuntimeWarning, match=r"line 5: label '7' is not like the other labels \(words"):
+        open_file(p)
+    q = tmp_path / "fine.csv"
+    q.write_text("1,2,A\n3,4,B\n5,6,C\n")   # single-member classes of the same kind are fine
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        open_file(q)
+
+
+# -- 16. a disconnected kNN graph names its cause ----------------------------------------------------------
+
+def test_knn_disconnection_names_gamma_or_n_neighbors():
+    from bigclust.affinity import knn_kernel
+    X, _ = blobs(n=90, k=3, d=4, sep=20.0)
+    with pytest.warns(RuntimeWarning, match=r"gamma=1e-09 is too small .* raise gamma"):
+        knn_kernel(X, 5, 1e-9)
+    with pytest.warns(RuntimeWarning, match=r"neighbour lists themselves are disconnected; raise n_neighbors"):
+        knn_kernel(X, 5, 100.0)

@@ -379,8 +379,12 @@ def _split(line, sep):
 
 
 def scan_table(path, sep, label_column):
-    """First pass over a delimited file: ``(n_rows, n_fields, set of label keys)``."""
-    n_rows, n_fields, keys = 0, None, set()
+    """First pass over a delimited file: ``(n_rows, n_fields, label keys)``.
+
+    The keys are a dict ``{key: (rows with it, first line)}`` (iterating it
+    gives the keys, as a set would).
+    """
+    n_rows, n_fields, keys = 0, None, {}
     for lineno, line in iter_lines(path):
         line = line.strip()
         if not line:
@@ -394,11 +398,45 @@ def scan_table(path, sep, label_column):
         elif len(fields) != n_fields:
             raise DataError(f"{path}, line {lineno}: {len(fields)} fields, expected {n_fields}")
         if label_column is not None:
-            keys.add(label_key(fields[label_column]))
+            key = label_key(fields[label_column])
+            count, first = keys.get(key, (0, lineno))
+            keys[key] = (count + 1, first)
         n_rows += 1
     if n_fields is None:
         raise DataError(f"{path}: no data rows")
     return n_rows, n_fields, keys
+
+
+def _is_number(key: str) -> bool:
+    try:
+        float(key)
+    except ValueError:
+        return False
+    return True
+
+
+def warn_stray_labels(path, keys: dict):
+    """Warn about a label that does not parse like the others and labels a single row.
+
+    ``keys``: ``{key: (rows, first line)}`` from :func:`scan_table`.  With
+    numeric labels, a lone ``"x"`` (or, with word labels, a lone ``"3"``)
+    is most likely a typo or a stray line, and would silently become a class
+    of its own.
+    """
+    import warnings
+
+    numeric = {k for k in keys if _is_number(k)}
+    words = set(keys) - numeric
+    major, minor, kind = (numeric, words, "numbers") if len(numeric) >= len(words) else (words, numeric, "words")
+    if len(major) < 2:
+        return
+    for key in sorted(minor, key=lambda k: keys[k][1]):
+        count, line = keys[key]
+        if count == 1:
+            examples = ", ".join(repr(k) for k in sorted_classes(major)[:3])
+            warnings.warn(f"{path}, line {line}: label {key!r} is not like the other labels ({kind}: {examples}, "
+                          f"...) and labels this row only; it becomes a class of its own ({len(keys)} classes in "
+                          "all): a typo or a stray line?", RuntimeWarning, stacklevel=3)
 
 
 def iter_table(path, *, sep, label_column, classes: dict | None, n_fields: int | None,

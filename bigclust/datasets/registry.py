@@ -16,7 +16,8 @@ import numpy as np
 
 from ..errors import DataError
 from .readers import (DatasetInfo, Source, idx_blocks, iter_lines, iter_table, open_npy, read_mat,
-                      read_npz, read_svmlight, scan_table, sorted_classes)
+                      read_npz, read_svmlight, scan_table, sorted_classes,
+                      warn_stray_labels)
 
 _MNIST_TRAIN = ("mnist/train-images-idx3-ubyte.gz", "mnist/train-labels-idx1-ubyte.gz")
 _MNIST_TEST = ("mnist/t10k-images-idx3-ubyte.gz", "mnist/t10k-labels-idx1-ubyte.gz")
@@ -303,9 +304,12 @@ def open_file(path, fmt: str | None = None, label_column: int | None = -1) -> So
     if not path.is_file():
         raise DataError(f"{path} does not exist")
     if fmt == "csv":
-        first = next((line for _, line in iter_lines(path) if line.strip()), "")
+        lines = iter_lines(path)
+        first = next((line for _, line in lines if line.strip()), "")
+        lines.close()  # the file is closed now, not whenever the generator is collected
         sep = "," if "," in first else None
         n, n_fields, keys = scan_table(path, sep, label_column)
+        warn_stray_labels(path, keys)
         classes = sorted_classes(keys) if label_column is not None else None
         index = {c: i for i, c in enumerate(classes)} if classes else None
         return _file_source(path, fmt, n, n_fields - (label_column is not None), classes,
