@@ -99,6 +99,20 @@ def check_scheduler(address: str | None):
         _probe_scheduler(address, SCHEDULER_TIMEOUT)
 
 
+def _parse_scheduler(address: str):
+    """``(scheme, host, port)`` of a scheduler address; one line when it is not one."""
+    from distributed.comm.addressing import parse_address
+    try:
+        scheme, loc = parse_address(address, strict=True)
+        host, _, port = loc.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"missing port number in {address!r}")
+    except ValueError as e:
+        raise UserError(f"scheduler {address!r} (--scheduler or [dask] scheduler) is not an address: expected "
+                        f"tcp://HOST:PORT, 'local-cluster' or 'synchronous' ({e})") from None
+    return scheme, host, port
+
+
 def _probe_scheduler(address: str, timeout: float):
     """One line, within ``timeout`` seconds, unless a Dask scheduler answers at ``address``.
 
@@ -110,16 +124,8 @@ def _probe_scheduler(address: str, timeout: float):
     import asyncio
 
     from distributed.comm import connect
-    from distributed.comm.addressing import parse_address
 
-    try:
-        scheme, loc = parse_address(address, strict=True)
-        host, _, port = loc.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"missing port number in {address!r}")
-    except ValueError as e:
-        raise UserError(f"scheduler {address!r} (--scheduler or [dask] scheduler) is not an address: expected "
-                        f"tcp://HOST:PORT, 'local-cluster' or 'synchronous' ({e})") from None
+    scheme, host, port = _parse_scheduler(address)
 
     if scheme in ("tcp", "tls"):  # is anything there at all? (refused at once, or unreachable)
         import socket
@@ -691,6 +697,9 @@ def validate(config_path) -> Config:
         instances(cfg, list(cfg.points()), get_method(m))
     check_writable(cfg.resolve(cfg.sections["store"]["path"]), "store")
     check_writable(cfg.resolve(cfg.sections["output"]["dir"]), "output folder")
+    sched = cfg.sections["dask"]["scheduler"]
+    if sched and sched not in ("synchronous", "local-cluster"):
+        _parse_scheduler(sched)  # its form only: validate connects to nothing
     return cfg
 
 

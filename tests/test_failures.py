@@ -230,6 +230,9 @@ def test_scheduler_address_without_port(tmp_path, small, make_config):
     for addr in ("foo", "tcp://127.0.0.1"):
         r = _cli("pipeline", "run", str(cfg), "--scheduler", addr)
         assert _one_error_line(r, "is not an address"), r.stderr
+    _with(cfg, "[store]", '[dask]\nscheduler = "foo"\n[store]')
+    r = _cli("pipeline", "validate", str(cfg))
+    assert _one_error_line(r, "is not an address"), r.stderr
     assert _nothing_written(tmp_path)
 
 
