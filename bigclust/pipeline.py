@@ -105,7 +105,7 @@ def _parse_scheduler(address: str):
     try:
         scheme, loc = parse_address(address, strict=True)
         host, _, port = loc.rpartition(":")
-        if not host or not port.isdigit():
+        if scheme in ("tcp", "tls", "ws", "wss") and (not host or not port.isdigit()):
             raise ValueError(f"missing port number in {address!r}")
     except ValueError as e:
         raise UserError(f"scheduler {address!r} (--scheduler or [dask] scheduler) is not an address: expected "
@@ -127,7 +127,7 @@ def _probe_scheduler(address: str, timeout: float):
 
     scheme, host, port = _parse_scheduler(address)
 
-    if scheme in ("tcp", "tls"):  # is anything there at all? (refused at once, or unreachable)
+    if scheme in ("tcp", "tls", "ws", "wss"):  # is anything there at all? (refused at once, or unreachable)
         import socket
         try:
             socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
@@ -144,8 +144,13 @@ def _probe_scheduler(address: str, timeout: float):
         finally:
             comm.abort()
 
+    def probe():  # in a thread of its own: asyncio.run cannot start inside a running loop (Jupyter)
+        return asyncio.run(asyncio.wait_for(identity(), timeout))
+
+    from concurrent.futures import ThreadPoolExecutor
     try:
-        ident = asyncio.run(asyncio.wait_for(identity(), timeout))
+        with ThreadPoolExecutor(1) as pool:
+            ident = pool.submit(probe).result()
     except (asyncio.TimeoutError, TimeoutError):
         raise UserError(f"no Dask scheduler at {address}: something accepts connections there "
                         f"({_what_listens(host, port) if scheme == 'tcp' else 'unknown'}) but did not answer the "

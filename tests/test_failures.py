@@ -516,3 +516,19 @@ def test_knn_disconnection_names_gamma_or_n_neighbors():
         knn_kernel(X, 5, 1e-9)
     with pytest.warns(RuntimeWarning, match=r"neighbour lists themselves are disconnected; raise n_neighbors"):
         knn_kernel(X, 5, 100.0)
+
+
+def test_scheduler_probe_works_inside_a_running_event_loop(tmp_path):
+    # as in Jupyter: the probe must not need to start an event loop of its own in this thread
+    import asyncio
+
+    from bigclust.pipeline import check_scheduler
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                                  dashboard_address=None) as cluster:
+        address = cluster.scheduler_address
+        assert address.startswith("tcp://")
+
+        async def inside():
+            check_scheduler(address)
+        asyncio.run(inside())
