@@ -139,6 +139,46 @@ def dense_kernel(X, kind="gaussian", gamma=1.0, *, dtype=np.float64, block_bytes
     return da.concatenate(blocks, axis=0)
 
 
+#: a median off-diagonal Gaussian entry below this (or above 1 - this) makes K numerically I (or all ones)
+DEGENERATE_KERNEL = 1e-12
+
+
+def check_gaussian_width(X, gamma, *, n_sample=256, seed=0):
+    """Warn when ``exp(-||x_i - x_j||^2 / gamma)`` is numerically the identity or constant.
+
+    Measured on the pairs of ``n_sample`` rows drawn with ``seed`` (cheap on
+    any n): when the median off-diagonal entry is below
+    :data:`DEGENERATE_KERNEL`, K is the identity to working precision (every
+    point its own cluster, MB = MC = 0, chance accuracy); above
+    ``1 - DEGENERATE_KERNEL`` it is all ones.  The warning names gamma and the
+    data's distance scale (median squared distance of the sampled pairs).
+
+    Returns ``(median entry, median squared distance)``.
+    """
+    n = X.shape[0]
+    if n < 2:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    idx = np.sort(rng.choice(n, min(n, n_sample), replace=False))
+    S = X[idx]
+    S = np.asarray(S.toarray() if sp.issparse(S) else S, dtype=np.float64)
+    sq = np.einsum("ij,ij->i", S, S)
+    D2 = np.maximum(sq[:, None] + sq[None, :] - 2 * S @ S.T, 0.0)
+    off = D2[np.triu_indices(len(idx), 1)]
+    d2 = float(np.median(off))
+    med = float(np.median(np.exp(-off / gamma)))
+    scale = (f"the data's median squared distance is {d2:.3g} (over {off.size} sampled pairs), gamma={gamma:g}")
+    if med < DEGENERATE_KERNEL:
+        warnings.warn(f"gaussian kernel is numerically the identity (median off-diagonal entry {med:.3g}): {scale}; "
+                      "every point looks like its own cluster and the scores are at chance level: raise gamma "
+                      f"toward {d2:.3g}", RuntimeWarning, stacklevel=2)
+    elif med > 1 - DEGENERATE_KERNEL:
+        warnings.warn(f"gaussian kernel is numerically constant (median off-diagonal entry 1 - {1 - med:.3g}): "
+                      f"{scale}; it carries almost no information about the data: lower gamma toward {d2:.3g}",
+                      RuntimeWarning, stacklevel=2)
+    return med, d2
+
+
 def knn_graph(X, n_neighbors=15, *, random_state=0):
     """Approximate k nearest neighbours of every row (pynndescent).
 

@@ -84,7 +84,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "algorithm": _choice("auto", "lloyd", "minibatch"),
         "minibatch_threshold": _pos(int, 200_000),
         "batch_size": _pos(int, 4096),
-        "seed": _nonneg(int, 0),
+        # numpy's seeds are 32-bit: a larger one would pass here and fail stages later
+        "seed": Key(int, 0, lambda v: 0 <= v < 2**32, "0 <= seed < 2**32 (4294967296)"),
     },
     "evaluate": {
         "nmi_norm": _choice("sqrt", "max", "arithmetic"),

@@ -1,4 +1,7 @@
-"""Plan and run a pipeline: stages, sweeps, resume, the Dask client.
+"""Plan and run a pipeline: one generic loop over each method's chain of stages, sweeps, resume.
+
+The Dask client is :mod:`bigclust.scheduler`, the checks made before any work
+:mod:`bigclust.checks`, paper 001's subset protocol :mod:`bigclust.subsets`.
 
 ``run(config)`` validates everything first, then walks the sweep grid.  Each
 (method, parameter point) needs a chain of stage instances
@@ -9,103 +12,27 @@ stages downstream of it.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
-import shutil
 import sys
 import time
+import warnings
 from pathlib import Path
 
-
 from . import __version__, stages
+from .checks import (_archive_out_dir, _no_labels, _precheck, check_out_dir, check_sizes, check_writable,
+                     n_distinct_rows)
 from .config import Config, load, stable_hash
+from .errors import DataError, UserError
 from .methods import get as get_method
+from .scheduler import _parse_scheduler, _submit, check_scheduler, dask_client
 from .stages import STAGES, StageDef, hashed, stage_key
-from .errors import DataError, StoreError, UserError
 from .store import Store, read_matrix
+from .subsets import _average_trials, _trial_progress, subset_draws
 
 
 def log(msg: str):
     """Progress on stderr (stdout is kept for the results table / JSON)."""
     print(msg, file=sys.stderr, flush=True)
-
-
-@contextlib.contextmanager
-def dask_client(scheduler: str | None, n_workers: int = 1):
-    """The Dask context for a run.
-
-    ``""``/``None``: Dask's local threaded scheduler in this process;
-    ``"synchronous"``: everything in the calling thread (debugging);
-    ``"local-cluster"``: a ``LocalCluster`` of ``n_workers`` processes for the
-    run's lifetime; ``tcp://HOST:PORT``: an existing ``dask.distributed``
-    scheduler.  Yields the distributed ``Client`` or ``None``.
-    """
-    import dask
-
-    if not scheduler:
-        with dask.config.set(scheduler="threads"):
-            yield None
-        return
-    if scheduler == "synchronous":
-        with dask.config.set(scheduler="synchronous"):
-            yield None
-        return
-    from distributed import Client, LocalCluster
-
-    if scheduler == "local-cluster":
-        with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
-            yield client
-        return
-    try:
-        client = Client(scheduler, timeout="10s")
-    except (OSError, TimeoutError) as e:
-        raise UserError(f"cannot connect to Dask scheduler {scheduler}: {e}") from None
-    with client:
-        yield client
-
-
-def _submit(client, fn, *args, **kwargs):
-    """Run one in-memory stage: on a worker when a cluster is attached, else here."""
-    if client is None:
-        return fn(*args, **kwargs)
-    return client.submit(fn, *args, **kwargs, pure=False).result()
-
-
-def check_out_dir(out_dir: Path, cfg: Config, force: bool):
-    """Refuse an output folder that holds another run's results (unless ``force``)."""
-    if not out_dir.exists():
-        return
-    if not out_dir.is_dir():
-        raise StoreError(f"--out {out_dir} exists and is not a folder")
-    entries = [p for p in out_dir.iterdir() if not p.name.startswith("replaced-")]
-    if not entries:
-        return
-    run_json = out_dir / "run.json"
-    prev = None
-    if run_json.exists():
-        try:
-            prev = json.loads(run_json.read_text()).get("config_hash")
-        except (OSError, ValueError):
-            prev = None
-    if prev == cfg.hash:
-        return
-    if not force:
-        what = f"results of another config (hash {prev})" if prev else "files not written by this config"
-        raise StoreError(f"output folder {out_dir} holds {what}; choose another --out or pass --force "
-                         "(which moves them to a replaced-* subfolder)")
-
-
-def _archive_out_dir(out_dir: Path):
-    entries = [p for p in out_dir.iterdir() if not p.name.startswith("replaced-")]
-    if not entries:
-        return
-    dest = out_dir / time.strftime("replaced-%Y%m%d-%H%M%S")
-    dest.mkdir()
-    for p in entries:
-        shutil.move(str(p), dest / p.name)
-    log(f"moved the previous contents of {out_dir} to {dest}")
 
 
 class Runner:
@@ -121,6 +48,7 @@ class Runner:
     def __init__(self, cfg: Config, store: Store, client, force: bool, log=log):
         self.cfg, self.store, self.client, self.force, self.log = cfg, store, client, force, log
         self.done: dict[tuple[str, str], dict] = {}
+        self._distinct = {}
 
     def _stage(self, sd: StageDef, params, describe="", **runtime):
         """Run stage ``sd`` with ``params`` unless that instance is already in the store; returns its key.
@@ -148,10 +76,28 @@ class Runner:
     def _n_clusters(self, cl, ia) -> int:
         """k from ``[cluster]`` (0: the number of classes), checked against n."""
         k, n = cl["n_clusters"] or ia["n_classes"], ia["n_samples"]
+        if not k:
+            raise UserError(_no_labels(self.cfg))
         if k < 2 or k > n:
             raise UserError(f"{self.cfg.path}: [cluster] n_clusters={k} must be between 2 and n={n}"
                             + ("" if cl["n_clusters"] else " (taken from the number of classes)"))
         return k
+
+    def _check_distinct(self, pre_key, k):
+        """Refuse data with fewer distinct (preprocessed) rows than clusters; warn when most rows are repeats."""
+        if pre_key not in self._distinct:
+            self._distinct[pre_key] = n_distinct_rows(self.store.open("preprocess", pre_key)["X"])
+        m, n = self._distinct[pre_key]
+        what = "all rows are the same" if m == 1 else f"only {m} of the {n} rows are distinct"
+        if m < k:
+            raise DataError(f"{self.cfg.path}: after preprocessing {what}, fewer than the {k} clusters asked for "
+                            "(zero-variance data, or rows equal up to scale under [preprocess] l2_normalize); "
+                            "nothing to cluster")
+        if m <= n // 2 and not self._distinct.get((pre_key, "warned")):
+            self._distinct[(pre_key, "warned")] = True
+            warnings.warn(f"after preprocessing {what}: most rows repeat others (rows equal up to scale are equal "
+                          "after [preprocess] l2_normalize); clusters and scores are dominated by the repeats",
+                          RuntimeWarning, stacklevel=2)
 
     def data(self, point):
         """Ingest and preprocess; returns (preprocess key, ingest attrs, labels or None)."""
@@ -167,8 +113,13 @@ class Runner:
         source = None
         if not self.store.has("ingest", stage_key(ing)) or self.force:
             source = self.source or stages.open_source(d, self.cfg.path.parent)
+            if self.source is None:  # the shape is known now: check every point before ingesting
+                i = source.info
+                self._check_once(i.n_samples, -1 if i.sparse else i.n_features, i.n_classes, i.sparse)
         ing_key = self._stage(INGEST, ing, d["name"] or d["path"], source=source)
         ia = self.done[("ingest", ing_key)]
+        if self.source is None:
+            self._check_once(ia["n_samples"], ia["n_features"], ia["n_classes"], ia["sparse"])
         text = ia["sparse"] and pre["tfidf"]
         pp = stages.PreprocessParams(
             input=ing_key, l2_normalize=pre["l2_normalize"], pca=pre["pca"],
@@ -182,6 +133,14 @@ class Runner:
         return pre_key, ia, y
 
     source = None  # a data source to ingest instead of the config's [data] (the estimators' arrays)
+    _checked = False
+    _distinct: dict
+
+    def _check_once(self, n, d, n_classes, sparse):
+        """:func:`check_sizes` of every config point, once the data's shape is known (before affinity)."""
+        if not self._checked:
+            check_sizes(self.cfg, list(self.cfg.points()), n, d, n_classes, sparse)
+            self._checked = True
 
     def run_instance(self, method, group, classes=None):
         """Run (or resume) the chain of ``method`` for one instance; returns (record, (final stage, key)).
@@ -206,6 +165,8 @@ class Runner:
             chain.append(("subset", key))
         ctx = stages.Context(self.cfg, self.store, method, params, group, ia,
                              len(classes) if classes is not None else self._n_clusters(point["cluster"], ia))
+        if self.source is None and classes is None:
+            self._check_distinct(pre_key, ctx.k)
         for name in method.stages(params, point):
             sd = STAGES[name]
             plist = sd.build(ctx, src, keys)
@@ -319,18 +280,22 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
 
     cfg = load(config_path)
     out_dir = Path(out) if out else cfg.resolve(cfg.sections["output"]["dir"])
+    store_path = Path(store) if store else cfg.resolve(cfg.sections["store"]["path"])
+    check_writable(out_dir, "output folder")
+    check_writable(store_path, "store")
     check_out_dir(out_dir, cfg, force)
     points = list(cfg.points())
     for point in points:  # sizes known from the registry are checked before any work
         _precheck(cfg, point)
     grouped = {m: instances(cfg, points, get_method(m)) for m in cfg.methods}  # refused before any work
-    store = Store(Path(store) if store else cfg.resolve(cfg.sections["store"]["path"]), owner=_owner(cfg),
-                  force=force)
+    dk = cfg.sections["dask"]
+    scheduler = scheduler if scheduler is not None else dk["scheduler"]
+    check_scheduler(scheduler)
+    store = Store(store_path, owner=_owner(cfg), force=force)
     log(f"bigclust {__version__}: {cfg.path}: {len(points)} sweep point(s) x {len(cfg.methods)} method(s), "
         f"store {store.path}")
     t0 = time.perf_counter()
-    dk = cfg.sections["dask"]
-    with dask_client(scheduler if scheduler is not None else dk["scheduler"], dk["n_workers"]) as client:
+    with dask_client(scheduler, dk["n_workers"], probe=False) as client:
         runner = Runner(cfg, store, client, force)
         records, _ = execute(runner, points, grouped)
     if force and out_dir.exists():
@@ -382,90 +347,28 @@ def execute(runner: Runner, points, grouped):
     return records, finals
 
 
-@contextlib.contextmanager
-def _trial_progress(runner, method, n):
-    """Under the subset protocol: one progress bar per method instead of a line per stage."""
-    if n == 1:
-        yield lambda: None
-        return
-    from tqdm import tqdm
-    log = runner.log
-    runner.log = lambda msg: None
-    try:
-        with tqdm(total=n, desc=f"  {method.name} on subsets", unit="subset", file=sys.stderr, disable=None) as bar:
-            yield lambda: bar.update(1)
-    finally:
-        runner.log = log
-    log(f"  {method.name}: {n} subsets done")
-
-
-def subset_draws(runner: Runner, point):
-    """``(k, trial, classes)`` for every subset size k and trial, drawn with ``[evaluate] subset_seed``."""
-    import numpy as np
-
-    _, ia, y = runner.data(point)
-    if y is None:
-        raise UserError(f"{runner.cfg.path}: [evaluate] protocol = \"subsets\" needs labelled data")
-    ev = point["evaluate"]
-    n_classes = int(ia["n_classes"])
-    too_big = [k for k in ev["subset_sizes"] if k > n_classes]
-    if too_big:
-        raise UserError(f"{runner.cfg.path}: [evaluate] subset_sizes {too_big} exceed the {n_classes} classes "
-                        f"of {ia['dataset']}")
-    # one stream per (seed, k, trial): fewer trials draw a prefix of more, so stages are shared
-    return [(k, t, tuple(int(c) for c in np.sort(np.random.default_rng([ev["subset_seed"], k, t])
-                                                  .choice(n_classes, size=k, replace=False))))
-            for k in ev["subset_sizes"] for t in range(ev["subset_trials"])]
-
-
-def _average_trials(trials):
-    """One record per method and subset size list: means (and standard deviations) over the trials."""
-    import numpy as np
-
-    first = trials[0]
-    rec = {k: first[k] for k in ("method", "params", "dataset") if k in first}
-    by_k = {}
-    for r in trials:
-        by_k.setdefault(r["subset_size"], []).append(r)
-    rec["protocol"] = "subsets"
-    rec["n_trials"] = len(by_k[next(iter(by_k))])
-    for score in ("acc", "nmi"):
-        key = f"{score}_best_inertia"
-        if key in first:
-            per_k = {k: float(np.mean([r[key] for r in rs])) for k, rs in by_k.items()}
-            rec[f"{score}_by_k"] = per_k
-            rec[f"{score}_std_by_k"] = {k: float(np.std([r[key] for r in rs])) for k, rs in by_k.items()}
-            rec[f"{score}_avg"] = float(np.mean(list(per_k.values())))
-    rec["seconds"] = float(sum(r["seconds"] for r in trials))
-    return rec
-
-
 def _owner(cfg: Config) -> dict:
     d = cfg.sections["data"]
     return {"name": d["name"], "path": str(cfg.resolve(d["path"]).resolve()) if d["path"] else None}
 
 
-def _precheck(cfg: Config, point):
-    from .datasets import get_info
-    name = point["data"]["name"]
-    if not name:
-        p = cfg.resolve(point["data"]["path"])
-        if not p.is_file():
-            raise DataError(f"{cfg.path}: [data] path: file {p} does not exist")
-        return
-    n = get_info(name).n_samples
-    k = point["cluster"]["n_clusters"]
-    if k and k > n:
-        raise UserError(f"{cfg.path}: [cluster] n_clusters={k} must be between 2 and n={n}")
-    if point["affinity"]["kind"] == "knn" and point["affinity"]["n_neighbors"] > n:
-        raise UserError(f"{cfg.path}: [affinity] n_neighbors={point['affinity']['n_neighbors']} exceeds n={n}")
-
-
 def validate(config_path) -> Config:
-    """Only check a config (``bigclust pipeline validate``); raises ConfigError/UserError."""
+    """Only check a config (``bigclust pipeline validate``); raises ConfigError/UserError.
+
+    Everything that does not need the data's values: keys, ranges, seeds, the
+    memory budget, sizes of registered data sets, the data file is readable,
+    the store and output folders can be written.  Creates nothing.
+    """
     cfg = load(config_path)
     for point in cfg.points():
         _precheck(cfg, point)
+    for m in cfg.methods:
+        instances(cfg, list(cfg.points()), get_method(m))
+    check_writable(cfg.resolve(cfg.sections["store"]["path"]), "store")
+    check_writable(cfg.resolve(cfg.sections["output"]["dir"]), "output folder")
+    sched = cfg.sections["dask"]["scheduler"]
+    if sched and sched not in ("synchronous", "local-cluster"):
+        _parse_scheduler(sched)  # its form only: validate connects to nothing
     return cfg
 
 
@@ -478,6 +381,7 @@ def ingest_to_store(name, root, store_path, *, chunk_rows=4096):
     from pathlib import Path
 
     data = {"name": name, "path": None, "root": str(root) if root else None, "label_column": -1}
+    check_writable(Path(store_path), "store")
     source = stages.open_source(data, Path.cwd())
     store = Store(store_path, owner={"name": name, "path": None})
     params = stages.IngestParams(data={"name": name, "path": None, "label_column": -1}, chunk_rows=chunk_rows)

@@ -169,3 +169,29 @@ def nmf_plan(n: int, row_bytes: float, m: int, k: int, n_init: int, budget: int)
     rows = min(rows, n)
     bounds = tuple(range(0, n, rows)) + (n,)
     return StreamPlan(False, bounds, factors + int(3 * rows * row_bytes))
+
+
+def min_budget(n: int, itemsize: int, *, n_kernels: int = 1) -> int:
+    """The smallest ``max_memory`` under which a dense n x n kernel can be normalised and embedded.
+
+    One row block of every streaming consumer that reads it (:data:`CONSUMERS`):
+    ``normalize`` (three blocks of ``itemsize``), the streamed eigensolver
+    ``operator`` and, for several kernels, ``multi``.  Below it
+    :func:`block_rows` would raise PlanError mid-run; the pipeline checks it
+    before any work.
+    """
+    used = ["normalize", "operator"] + (["multi"] if n_kernels > 1 else [])
+    return max(CONSUMERS[c][0] * (CONSUMERS[c][1] or itemsize) * n for c in used)
+
+
+def chunk_bytes(chunk_rows: int, n_features: int, itemsize: int = 4) -> int:
+    """Bytes of one row chunk of the data (float32 at ingest), which is held in memory whole."""
+    return chunk_rows * max(n_features, 1) * itemsize
+
+
+def format_bytes(b: int) -> str:
+    """``1234567`` -> ``"1.23 MB"`` (decimal units, as :func:`parse_bytes` reads them)."""
+    for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if b >= size:
+            return f"{b / size:.3g} {unit}"
+    return f"{b} B"

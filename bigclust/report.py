@@ -45,6 +45,11 @@ def _atomic_write(path: Path, text: str | bytes):
 def write(out_dir, records, cfg, *, plots=True, trials=()):
     """Write ``results.{json,csv,md}``, ``run.json`` and (when recorded) the MB/MC figure.
 
+    ``run.json`` is written first with ``"complete": false`` and rewritten
+    last with ``"complete": true``; every file goes to a temporary name and is
+    renamed into place.  A run killed at any point leaves a folder that the
+    same command recognises as its own and finishes.
+
     Parameters
     ----------
     out_dir : Path
@@ -56,6 +61,9 @@ def write(out_dir, records, cfg, *, plots=True, trials=()):
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    # run.json first, marked incomplete: a kill at any point below leaves a folder that says which config
+    # it belongs to, so the same command resumes into it (pipeline.check_out_dir)
+    _write_run_json(out_dir, cfg, complete=False)
     slim = [{k: v for k, v in r.items() if k != "history"} for r in records]
     _atomic_write(out_dir / "results.json", json.dumps(records, indent=1, default=float))
     buf = io.StringIO()
@@ -83,9 +91,14 @@ def write(out_dir, records, cfg, *, plots=True, trials=()):
     _atomic_write(out_dir / "results.md", title + body + "\n")
     if plots and any(r.get("history") for r in records):
         plot_quality(out_dir / "quality.png", records)
+    _write_run_json(out_dir, cfg, complete=True)
+
+
+def _write_run_json(out_dir, cfg, *, complete: bool):
     _atomic_write(out_dir / "run.json", json.dumps({
         "config_hash": cfg.hash, "config_file": str(cfg.path.resolve()), "bigclust_version": __version__,
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": cfg.sections}, indent=1, default=str))
+        "complete": complete, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z") if complete else None,
+        "config": cfg.sections}, indent=1, default=str))
 
 
 def plot_quality(path, records):

@@ -218,7 +218,8 @@ def ingest(store_path, key, attrs, p: IngestParams, *, source, progress=None, **
             else:
                 Xc = np.asarray(Xc, dtype=np.float32)
                 if X_arr is None:
-                    X_arr = g.create_array("X", shape=(0, Xc.shape[1]), chunks=(chunk_rows, Xc.shape[1]),
+                    X_arr = g.create_array("X", shape=(0, Xc.shape[1]),  # a chunk is never longer than the data
+                                           chunks=(max(1, min(chunk_rows, info.n_samples)), Xc.shape[1]),
                                            dtype=np.float32, fill_value=0)
                 X_arr.resize((n_done + Xc.shape[0], Xc.shape[1]))
                 X_arr[n_done:n_done + Xc.shape[0]] = Xc
@@ -299,7 +300,7 @@ def preprocess(store_path, key, attrs, p: PreprocessParams, **_):
 
 def affinity(store_path, key, attrs, p: AffinityParams, **_):
     """The kernel matrix K into ``stages/affinity/<key>`` (dense row chunks or CSR)."""
-    from .affinity import dense_kernel, knn_kernel
+    from .affinity import check_gaussian_width, dense_kernel, knn_kernel
 
     store = Store(store_path)
     X = read_matrix(store.open(p.src, p.input), "X")
@@ -309,6 +310,8 @@ def affinity(store_path, key, attrs, p: AffinityParams, **_):
             K = knn_kernel(X, p.n_neighbors, p.gamma, random_state=p.seed, dtype=dtype)
             write_csr(g, "K", K)
         else:
+            if p.kind == "gaussian":
+                check_gaussian_width(X, p.gamma)
             K = dense_kernel(X, p.kind, 1.0 if p.gamma is None else p.gamma, dtype=dtype,
                              block_bytes=p.chunk_rows * X.shape[0] * dtype.itemsize)
             write_dense(g, "K", K, chunk_rows=K.chunks[0][0], compress=False)

@@ -108,6 +108,16 @@ class Store:
         under ``--force``) is swapped out only after the new one is complete.
         """
         zarr = _zarr()
+        if "params" in attrs:
+            # a stage's key is the hash of its parameters (stages.stage_key): a writer whose parameters
+            # differ (e.g. a task of a half-cancelled distributed run, resubmitted with other inputs)
+            # must not commit under this key, or later runs would read the wrong results as finished
+            from .config import stable_hash
+            got = stable_hash(attrs["params"])
+            if got != key:
+                raise StoreError(f"refusing to commit stage {stage}/{key} of store {self.path}: its parameters "
+                                 f"hash to {got}, not to its key (a stale or mismatched task); nothing was "
+                                 "written, re-run to recompute it")
         tmp = self.path / "tmp" / f"{stage}-{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.parent.mkdir(parents=True, exist_ok=True)
         group = zarr.open_group(str(tmp), mode="w")

@@ -228,9 +228,9 @@ def test_csv_letter_labels_first_column_and_unlabelled(tmp_path):
     (tmp_path / "u.txt").write_text("1 2\r\n3\t4\r\n")
     src = open_file(tmp_path / "u.txt", label_column=None)
     X, y = collect(src, 5)
-    assert src.info.n_classes == 1 and src.info.n_features == 2
+    assert src.info.n_classes == 0 and src.info.n_features == 2   # unlabelled: no classes, y = -1
     np.testing.assert_array_equal(X, [[1, 2], [3, 4]])
-    np.testing.assert_array_equal(y, [0, 0])
+    np.testing.assert_array_equal(y, [-1, -1])
 
 
 def test_csv_bad_rows(tmp_path):

@@ -10,14 +10,16 @@ from bigclust.store import Store, read_matrix, write_csr, write_dense
 
 
 def test_atomic_stage_write_and_read(tmp_path):
+    from bigclust.config import stable_hash
     s = Store(tmp_path / "s.zarr", owner={"name": "a"})
     M = sp.random(30, 20, density=0.2, format="csr", random_state=0)
-    with s.write("x", "k1", {"params": {"a": 1}}) as g:
+    k1 = stable_hash({"a": 1})  # a stage's key is the hash of its parameters
+    with s.write("x", k1, {"params": {"a": 1}}) as g:
         write_dense(g, "A", np.arange(12.0).reshape(4, 3), chunk_rows=2)
         write_csr(g, "M", M)
-        assert not s.has("x", "k1")  # not visible before it is complete
-    assert s.has("x", "k1")
-    g = s.open("x", "k1")
+        assert not s.has("x", k1)  # not visible before it is complete
+    assert s.has("x", k1)
+    g = s.open("x", k1)
     np.testing.assert_array_equal(read_matrix(g, "A"), np.arange(12.0).reshape(4, 3))
     assert (read_matrix(g, "M") != M).nnz == 0
     assert g.attrs["params"] == {"a": 1} and g.attrs["seconds"] >= 0

@@ -92,7 +92,7 @@ class Source:
         Yields
         ------
         X : ndarray float32 (n, d) or scipy.sparse.csr_matrix float32
-        y : ndarray int64 (n,), labels in ``0..n_classes-1``
+        y : ndarray int64 (n,), labels in ``0..n_classes-1``, or -1 for unlabelled rows
 
         Raises
         ------
@@ -379,8 +379,12 @@ def _split(line, sep):
 
 
 def scan_table(path, sep, label_column):
-    """First pass over a delimited file: ``(n_rows, n_fields, set of label keys)``."""
-    n_rows, n_fields, keys = 0, None, set()
+    """First pass over a delimited file: ``(n_rows, n_fields, label keys)``.
+
+    The keys are a dict ``{key: (rows with it, first line)}`` (iterating it
+    gives the keys, as a set would).
+    """
+    n_rows, n_fields, keys = 0, None, {}
     for lineno, line in iter_lines(path):
         line = line.strip()
         if not line:
@@ -394,11 +398,45 @@ def scan_table(path, sep, label_column):
         elif len(fields) != n_fields:
             raise DataError(f"{path}, line {lineno}: {len(fields)} fields, expected {n_fields}")
         if label_column is not None:
-            keys.add(label_key(fields[label_column]))
+            key = label_key(fields[label_column])
+            count, first = keys.get(key, (0, lineno))
+            keys[key] = (count + 1, first)
         n_rows += 1
     if n_fields is None:
         raise DataError(f"{path}: no data rows")
     return n_rows, n_fields, keys
+
+
+def _is_number(key: str) -> bool:
+    try:
+        float(key)
+    except ValueError:
+        return False
+    return True
+
+
+def warn_stray_labels(path, keys: dict):
+    """Warn about a label that does not parse like the others and labels a single row.
+
+    ``keys``: ``{key: (rows, first line)}`` from :func:`scan_table`.  With
+    numeric labels, a lone ``"x"`` (or, with word labels, a lone ``"3"``)
+    is most likely a typo or a stray line, and would silently become a class
+    of its own.
+    """
+    import warnings
+
+    numeric = {k for k in keys if _is_number(k)}
+    words = set(keys) - numeric
+    major, minor, kind = (numeric, words, "numbers") if len(numeric) >= len(words) else (words, numeric, "words")
+    if len(major) < 2:
+        return
+    for key in sorted(minor, key=lambda k: keys[k][1]):
+        count, line = keys[key]
+        if count == 1:
+            examples = ", ".join(repr(k) for k in sorted_classes(major)[:3])
+            warnings.warn(f"{path}, line {line}: label {key!r} is not like the other labels ({kind}: {examples}, "
+                          f"...) and labels this row only; it becomes a class of its own ({len(keys)} classes in "
+                          "all): a typo or a stray line?", RuntimeWarning, stacklevel=3)
 
 
 def iter_table(path, *, sep, label_column, classes: dict | None, n_fields: int | None,
@@ -411,7 +449,7 @@ def iter_table(path, *, sep, label_column, classes: dict | None, n_fields: int |
         Field separator; None splits on any whitespace (spaces, tabs, CRLF).
     label_column : int or None
         Index of the label field (negative counts from the end); None: no
-        label, every row gets class 0.
+        label, every row gets y = -1 (unlabelled).
     classes : dict
         Label key (see `label_key`) -> class index.
     n_fields : int or None
@@ -428,7 +466,7 @@ def iter_table(path, *, sep, label_column, classes: dict | None, n_fields: int |
         if len(fields) != n_fields:
             raise DataError(f"{path}, line {lineno}: {len(fields)} fields, expected {n_fields}")
         if label_column is None:
-            ys.append(0)
+            ys.append(-1)                          # unlabelled
         else:
             token = fields.pop(label_column)
             cls = classes.get(label_key(token))
@@ -507,14 +545,38 @@ def read_mat(path, xkey=None, ykey=None):
     return X, [label_key(repr(float(v))) for v in y]
 
 
+def _magic(path, n):
+    try:
+        with open(path, "rb") as f:
+            return f.read(n)
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _what_it_is(head: bytes) -> str:
+    if not head:
+        return "it is empty (0 bytes)"
+    for magic, name in ((b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"%PDF", "a PDF"),
+                        (b"\x1f\x8b", "gzip data"), (b"\x93NUMPY", "a .npy array"),
+                        (b"\x89HDF", "an HDF5 file"), (b"PK", "a zip archive")):
+        if head.startswith(magic):
+            return f"it holds {name}"
+    return f"it starts with bytes {head[:8].hex()}"
+
+
 def read_npz(path):
     """Read arrays ``X`` and (optional) ``y`` of a .npz file, whole: ``(X float32, keys or None)``."""
+    import zipfile
+
+    head = _magic(path, 8)
+    if not head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        raise DataError(f"{path}: not a valid .npz file (a zip archive of .npy arrays): {_what_it_is(head)}")
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files if k in ("X", "y")}
             files = z.files
-    except (ValueError, OSError) as exc:
-        raise DataError(f"{path}: not a readable .npz file ({exc})") from None
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise DataError(f"{path}: not a valid .npz file: truncated or corrupt ({exc})") from None
     if "X" not in arrays:
         raise DataError(f"{path}: no array 'X' (it has: {', '.join(files)})")
     X = np.asarray(arrays["X"], np.float32)
@@ -530,9 +592,12 @@ def open_npy(path, label_column):
 
     The label column (None: unlabelled) is split off; rows are streamed.
     """
+    head = _magic(path, 6)
+    if head != b"\x93NUMPY":
+        raise DataError(f"{path}: not a valid .npy file: {_what_it_is(head)}")
     try:
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, EOFError) as exc:
         raise DataError(f"{path}: not a readable .npy file ({exc})") from None
     if arr.ndim != 2:
         raise DataError(f"{path}: expected a 2-D array, got shape {arr.shape}")
@@ -550,7 +615,7 @@ def open_npy(path, label_column):
         step = min(max(hint, 1024), 65536)
         for s in range(0, n, step):
             part = np.asarray(arr[s:s + step])
-            y = (np.zeros(len(part), np.int64) if values is None
+            y = (np.full(len(part), -1, np.int64) if values is None
                  else np.searchsorted(values, part[:, col].astype(np.float64)).astype(np.int64))
             yield part[:, keep].astype(np.float32), y
 

@@ -16,7 +16,8 @@ import numpy as np
 
 from ..errors import DataError
 from .readers import (DatasetInfo, Source, idx_blocks, iter_lines, iter_table, open_npy, read_mat,
-                      read_npz, read_svmlight, scan_table, sorted_classes)
+                      read_npz, read_svmlight, scan_table, sorted_classes,
+                      warn_stray_labels)
 
 _MNIST_TRAIN = ("mnist/train-images-idx3-ubyte.gz", "mnist/train-labels-idx1-ubyte.gz")
 _MNIST_TEST = ("mnist/t10k-images-idx3-ubyte.gz", "mnist/t10k-labels-idx1-ubyte.gz")
@@ -248,7 +249,7 @@ def _guess_format(path: Path) -> str:
 
 
 def _file_source(path, fmt, n, d, classes, blocks, sparse=False):
-    info = DatasetInfo(path.name, f"{fmt} file {path}", n, d, len(classes) if classes else 1,
+    info = DatasetInfo(path.name, f"{fmt} file {path}", n, d, len(classes) if classes else 0,
                        sparse, (str(path),))
     return Source(info, blocks, class_names=classes)
 
@@ -257,7 +258,7 @@ def _in_memory(path, fmt, X, keys):
     """A Source over a whole-file ``X`` with label keys (None: unlabelled)."""
     import scipy.sparse as sp
 
-    classes, y = None, np.zeros(X.shape[0], np.int64)
+    classes, y = None, np.full(X.shape[0], -1, np.int64)     # unlabelled: y = -1
     if keys is not None:
         classes = sorted_classes(set(keys))
         index = {c: i for i, c in enumerate(classes)}
@@ -278,7 +279,7 @@ def open_file(path, fmt: str | None = None, label_column: int | None = -1) -> So
         Text formats may be compressed (``.gz`` or ``.Z`` after it).
     label_column : int or None
         For csv and npy, the column holding the label (negative counts from
-        the end); None: no labels, every row is class 0.  A .npz holds arrays
+        the end); None: no labels, every row has y = -1.  A .npz holds arrays
         ``X`` and (optionally) ``y``; a .mat holds ``X``/``y`` or ``fea``/``gnd``.
 
     Returns
@@ -303,9 +304,12 @@ def open_file(path, fmt: str | None = None, label_column: int | None = -1) -> So
     if not path.is_file():
         raise DataError(f"{path} does not exist")
     if fmt == "csv":
-        first = next((line for _, line in iter_lines(path) if line.strip()), "")
+        lines = iter_lines(path)
+        first = next((line for _, line in lines if line.strip()), "")
+        lines.close()  # the file is closed now, not whenever the generator is collected
         sep = "," if "," in first else None
         n, n_fields, keys = scan_table(path, sep, label_column)
+        warn_stray_labels(path, keys)
         classes = sorted_classes(keys) if label_column is not None else None
         index = {c: i for i, c in enumerate(classes)} if classes else None
         return _file_source(path, fmt, n, n_fields - (label_column is not None), classes,
