@@ -157,19 +157,27 @@ def _update_centers(sums, counts, C, CT):
 
 
 @njit
+def random_distinct(state, n, k, idx):
+    """k distinct indices of 0..n-1 into idx (OUT int64 (k,)) by a partial Fisher-Yates shuffle with ``state``."""
+    perm = np.arange(n)
+    for j in range(k):
+        m = j + _next_below(state, n - j)
+        tmp = perm[j]
+        perm[j] = perm[m]
+        perm[m] = tmp
+        idx[j] = perm[j]
+
+
+@njit
 def _init_one(X, k, state, method, C):
     """Initial centres of one restart into C (OUT, (k, d)), drawn with ``state``."""
     n, d = X.shape
     if method == METHOD_RANDOM:
-        # Partial Fisher-Yates: k distinct rows.
-        perm = np.arange(n)
+        idx = np.empty(k, dtype=np.int64)
+        random_distinct(state, n, k, idx)
         for j in range(k):
-            m = j + _next_below(state, n - j)
-            tmp = perm[j]
-            perm[j] = perm[m]
-            perm[m] = tmp
             for t in range(d):
-                C[j, t] = X[perm[j], t]
+                C[j, t] = X[idx[j], t]
         return
     # k-means++ (Arthur & Vassilvitskii 2007): D^2 sampling.
     first = _next_below(state, n)
@@ -420,13 +428,10 @@ def _init_one_csr(data, indices, indptr, xx, k, state, method, C):
     """:func:`_init_one` for CSR rows (same draws from ``state``, same rules)."""
     n = xx.shape[0]
     if method == METHOD_RANDOM:
-        perm = np.arange(n)
+        idx = np.empty(k, dtype=np.int64)
+        random_distinct(state, n, k, idx)
         for j in range(k):
-            m = j + _next_below(state, n - j)
-            tmp = perm[j]
-            perm[j] = perm[m]
-            perm[m] = tmp
-            _row_to_dense(data, indices, indptr, perm[j], C[j])
+            _row_to_dense(data, indices, indptr, idx[j], C[j])
         return
     first = _next_below(state, n)
     _row_to_dense(data, indices, indptr, first, C[0])

@@ -68,12 +68,9 @@ INITS = ("random", "nndsvd")
 
 
 def check_int(name, value, low, high=None):
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
-        raise UserError(f"{name} must be an integer, got {value!r}")
-    if value < low or (high is not None and value > high):
-        rng = f">= {low}" if high is None else f"between {low} and {high}"
-        raise UserError(f"{name}={value} must be {rng}")
-    return int(value)
+    """An integer in range, or a one-line UserError (the k-means check, shared)."""
+    from ..kmeans import _check_int
+    return _check_int(name, value, low, high)
 
 
 def check_tol(tol):

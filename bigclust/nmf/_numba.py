@@ -14,7 +14,7 @@ import numpy as np
 from numba import prange
 
 from .._jit import njit
-from ..kmeans_numba import METHOD_RANDOM, _d2_draw, _farthest_donor, _next_below
+from ..kmeans_numba import METHOD_RANDOM, _d2_draw, _farthest_donor, _next_below, random_distinct
 
 #: denominators below EPS are replaced by EPS (only 0/0 and underflow ever reach it)
 EPS = 1e-300
@@ -277,13 +277,7 @@ def _kk_init_one(K, k, state, method, idx):
     """Seed points of one restart into idx (OUT int64 (k,)): k-means++ in feature space or uniform."""
     n = K.shape[0]
     if method == METHOD_RANDOM:
-        perm = np.arange(n)
-        for j in range(k):
-            m = j + _next_below(state, n - j)
-            tmp = perm[j]
-            perm[j] = perm[m]
-            perm[m] = tmp
-            idx[j] = perm[j]
+        random_distinct(state, n, k, idx)
         return
     first = _next_below(state, n)
     idx[0] = first
