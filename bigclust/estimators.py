@@ -26,7 +26,7 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 
 AFFINITIES = ("gaussian", "knn", "linear", "cosine", "cosine2")
-NORMALIZATIONS = ("bbs", "sk", "ncut", "ra", "mbbs")
+NORMALIZATIONS = ("bbs", "sk", "ncut", "ra", "rc")
 
 
 def _array_source(X, chunk_rows):
@@ -120,9 +120,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         Width of the Gaussian, a squared distance (the inverse of scikit-learn's rbf ``gamma``).
     n_neighbors : int, default=15
         Neighbours per point for ``affinity="knn"``.
-    normalization : {"bbs", "sk", "ncut", "ra"}, default="bbs"
+    normalization : {"bbs", "sk", "ncut", "ra", "rc"}, default="bbs"
         ``bbs``: Euclidean bi-stochastic projection; ``sk``: Sinkhorn-Knopp;
-        ``ncut``: ``D^-1/2 K D^-1/2``; ``ra``: K itself.
+        ``ncut``: ``D^-1/2 K D^-1/2``; ``ra``: K itself; ``rc``: ratio cut (``K - D``).
     solver : {"dual", "alternating", "dykstra"}, default="dual"
         BBS solver: the exact dual Newton method, the paper's Alg. 1, or Dykstra's projections.
         Out of core only ``"alternating"`` streams; choose it with a small ``max_memory``.
@@ -199,8 +199,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     def _check_params(self, n):
         if self.affinity not in AFFINITIES:
             raise ValueError(f"affinity must be one of {', '.join(AFFINITIES)}, got {self.affinity!r}")
-        if self.normalization not in NORMALIZATIONS[:-1]:
-            raise ValueError(f"normalization must be one of bbs, sk, ncut, ra, got {self.normalization!r}")
+        if self.normalization not in NORMALIZATIONS:
+            raise ValueError(f"normalization must be one of {', '.join(NORMALIZATIONS)}, got {self.normalization!r}")
         k = self.n_clusters
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
             raise ValueError(f"n_clusters must be an integer >= 1, got {k!r}")

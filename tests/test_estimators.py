@@ -30,7 +30,7 @@ def _picked_labels(store_path):
 
 
 @pytest.mark.parametrize("normalization, extra", [
-    ("bbs", '[bbs]\nsolver = "dual"\n'), ("sk", '[sk]\nn_iter = 200\n'), ("ncut", ""), ("ra", "")])
+    ("bbs", '[bbs]\nsolver = "dual"\n'), ("sk", '[sk]\nn_iter = 200\n'), ("ncut", ""), ("ra", ""), ("rc", "")])
 def test_labels_equal_the_pipeline(tmp_path, make_config, normalization, extra):
     X, y = blobs(n=240, k=4, d=6, seed=3, sep=3.0)
     p = tmp_path / "d.npz"
@@ -44,7 +44,8 @@ def test_labels_equal_the_pipeline(tmp_path, make_config, normalization, extra):
                              n_init=7, random_state=11)
     labels = est.fit_predict(X)
     np.testing.assert_array_equal(labels, _picked_labels(tmp_path / "store.zarr"))
-    assert accuracy(y, labels) > 0.95
+    # ratio cut is the weakest criterion (paper 001 finds it so too); it still beats chance (0.25) by far
+    assert accuracy(y, labels) > (0.7 if normalization == "rc" else 0.95)
     assert est.embedding_.shape == (240, 4) and est.affinity_matrix_.shape == (240, 240)
 
 
