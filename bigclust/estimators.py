@@ -104,7 +104,21 @@ def _expand(keep, labels, *arrays):
     return (full, *out)
 
 
-class SpectralClustering(ClusterMixin, BaseEstimator):
+class _PipelineEstimator(ClusterMixin, BaseEstimator):
+    """What the estimators share: ``fit_predict``, and sparse input accepted (the subspace family densifies
+    only the n x d data, never n x n)."""
+
+    def fit_predict(self, X, y=None):
+        """Cluster X and return ``labels_``."""
+        return self.fit(X).labels_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+class SpectralClustering(_PipelineEstimator):
     """Spectral clustering with bi-stochastic normalisation (paper 000), scikit-learn style.
 
     Parameters
@@ -236,15 +250,6 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
                                     ("norm_n_iter", "row_err", "norm_converged", "MB", "out_of_core", "components")}
         return self
 
-    def fit_predict(self, X, y=None):
-        """Cluster X and return ``labels_``."""
-        return self.fit(X).labels_
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
-
 
 def run_estimator(raw_config: dict, X, scheduler=None) -> dict:
     """Run one method of a config dict on the array X in a temporary store; the picked restart's results.
@@ -296,7 +301,7 @@ def run_estimator(raw_config: dict, X, scheduler=None) -> dict:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-class NMFClustering(ClusterMixin, BaseEstimator):
+class NMFClustering(_PipelineEstimator):
     """NMF document clustering (paper 001), scikit-learn style: label = argmax of the document factor.
 
     Parameters
@@ -411,18 +416,13 @@ class NMFClustering(ClusterMixin, BaseEstimator):
         self.n_iter_ = int(res["final_attrs"].get("n_iter", 0))
         return self
 
-    def fit_predict(self, X, y=None):
-        """Fit and return ``labels_``."""
-        return self.fit(X).labels_
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
         tags.input_tags.positive_only = self.model == "linear"
         return tags
 
 
-class SubspaceClustering(ClusterMixin, BaseEstimator):
+class SubspaceClustering(_PipelineEstimator):
     """Augmented subspace clustering (paper 002): Ak-SSC / Ak-LSR / Ak-LRR, scikit-learn style.
 
     Each sample is written as a combination of its ``n_neighbors`` nearest atoms of a dictionary of
@@ -493,12 +493,3 @@ class SubspaceClustering(ClusterMixin, BaseEstimator):
         self.labels_, self.embedding_ = _expand(keep, res["labels"], res["E"])
         self.affinity_matrix_ = res["K"]  # over the non-zero samples
         return self
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True   # densified for the self-expression (n x d, not n x n)
-        return tags
-
-    def fit_predict(self, X, y=None):
-        """Fit and return ``labels_``."""
-        return self.fit(X).labels_
