@@ -52,10 +52,16 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "name": Key(str, None, sweep=False),
         "path": Key(str, None, sweep=False),
         "root": Key(str, None, sweep=False),
-        "label_column": Key(int, -1, sweep=False),
+        # an index (negative: from the end), a header column name, or false / "none": no labels
+        "label_column": Key((int, str, bool), -1, lambda v: v is False or (v is not True and v != ""),
+                            'a column index, a column name from the header, or false / "none" (no labels)',
+                            sweep=False),
+        "header": Key((bool, str), "auto", lambda v: v in (True, False) or v == "auto",
+                      'true, false or "auto" (a first line that is not all numbers is a header)', sweep=False),
         "chunk_rows": _pos(int, 4096, sweep=False),
     },
     "preprocess": {
+        "standardize": Key(bool, False),    # zero mean, unit variance per feature (sparse: unit variance only)
         "l2_normalize": Key(bool, True),
         "pca": _nonneg(int, 0),
         "tfidf": Key(bool, True),           # weight sparse (count) data by tf-idf; false: take them as they are
@@ -65,13 +71,15 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "affinity": {
         "kind": Key(str, "gaussian", lambda v: v in AFFINITIES, "one of " + ", ".join(AFFINITIES)),
-        "gamma": _pos(float, 1.0),
+        # exp(-d^2 / gamma): a squared distance; "median": the median squared distance of the kernel's pairs
+        "gamma": Key((float, str), 1.0, lambda v: v == "median" or (not isinstance(v, str) and v > 0),
+                     '> 0 or "median"'),
         "n_neighbors": Key(int, 15, lambda v: v >= 2, ">= 2"),
         "dtype": _choice("float64", "float32"),
     },
     "method": {
         # checked against the registry in from_dict; each method's own parameters are in its section
-        "names": Key(list, ["kmeans", "ra", "ncut"], sweep=False),
+        "names": Key(list, ["kmeans", "ra", "ncut", "sk", "bbs"], sweep=False),
     },
     "embed": {
         "n_components": Key(int, 0, lambda v: v == 0 or v >= 1, "0 (= number of clusters) or >= 1"),
@@ -103,11 +111,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "n_workers": _pos(int, 1, sweep=False),
     },
     "store": {
-        "path": Key(str, None, sweep=False, required=True),
+        "path": Key(str, None, sweep=False),          # default: <config stem>.zarr beside the config
         "max_memory": Key((str, int), "4GB", sweep=False),
     },
     "output": {
-        "dir": Key(str, None, sweep=False, required=True),
+        "dir": Key(str, None, sweep=False),           # default: <config stem>-results beside the config
         "plots": Key(bool, True, sweep=False),
     },
 }
@@ -187,7 +195,8 @@ def _type_name(t):
 def _check_value(where, spec: Key, value):
     """Coerce int→float where a number is wanted and check type and range."""
     t = spec.type
-    if t is float and isinstance(value, int) and not isinstance(value, bool):
+    wants_float = t is float or (isinstance(t, tuple) and float in t)
+    if wants_float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     ok = isinstance(value, t) and not (isinstance(value, bool) and t in (int, float, (str, int)))
     if not ok:
@@ -281,6 +290,15 @@ def from_dict(raw: dict, path: Path | str = "<config>") -> Config:
             out[key] = value
         sections[sec] = out
     data = sections["data"]
+    if data["label_column"] is False or data["label_column"] == "none":
+        data["label_column"] = None                  # no labels
+    if data["label_column"] is None and not sections["cluster"]["n_clusters"]:
+        raise ConfigError(f"{path}: [data] label_column = false (no labels): set [cluster] n_clusters, "
+                          "the number of clusters cannot be taken from the labels")
+    if sections["store"]["path"] is None:
+        sections["store"]["path"] = f"{path.stem}.zarr"
+    if sections["output"]["dir"] is None:
+        sections["output"]["dir"] = f"{path.stem}-results"
     if (data["name"] is None) == (data["path"] is None):
         raise ConfigError(f"{path}: [data] needs exactly one of 'name' (a registered data set) or 'path' (a file)")
     if data["name"] is not None:
