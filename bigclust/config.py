@@ -5,6 +5,16 @@ Every scalar parameter may be given as a list, which sweeps it; the grid is
 the Cartesian product of all swept parameters.  Everything is checked before
 any work starts and every error names the file, the key and what was expected
 (:class:`bigclust.errors.ConfigError`).
+
+Conventions: ``[affinity] gamma`` is the width of the Gaussian kernel
+``exp(-||x_i - x_j||^2 / gamma)``, a squared distance (the inverse of
+scikit-learn's rbf ``gamma``), or ``"median"``: the median squared distance
+over the kernel's pairs, resolved by the affinity stage (recorded as
+``gamma_used``).  ``[store] path`` and ``[output] dir`` default to
+``<config stem>.zarr`` and ``<config stem>-results`` beside the config file;
+``[method] names`` to ``kmeans, ra, ncut, sk, bbs``.  ``[data] label_column =
+false`` (or ``"none"``) declares unlabelled data and then needs
+``[cluster] n_clusters``.
 """
 from __future__ import annotations
 

@@ -190,6 +190,8 @@ class Runner:
                 and self.done[sk]["params"].get("gamma") == "median" and "gamma_used" in self.done[sk]]
         if used:  # gamma = "median": the width it stood for (one per kernel when the method combines several)
             rec["gamma_used"] = used[0] if len(used) == 1 else used
+        # y is None for unlabelled data ([data] label_column = false, an .npz without y): the record then has
+        # no acc_*/nmi_* keys, and the report shows what needs no labels
         if y is not None:
             acc, nmi = batch_scores(y, labels, norm=point["evaluate"]["nmi_norm"])
             best = last.get("best", 0)
