@@ -43,6 +43,7 @@ class Key:
     expect: str = ""          # what the check wants, for the error message
     sweep: bool = True        # may be given as a list of values
     required: bool = False
+    added: bool = False       # a later key: left out of Config.hash at its default, so earlier runs keep theirs
 
 
 def _choice(*values):
@@ -67,11 +68,13 @@ SCHEMA: dict[str, dict[str, Key]] = {
                             'a column index, a column name from the header, or false / "none" (no labels)',
                             sweep=False),
         "header": Key((bool, str), "auto", lambda v: v in (True, False) or v == "auto",
-                      'true, false or "auto" (a first line that is not all numbers is a header)', sweep=False),
+                      'true, false or "auto" (a first line that is not all numbers is a header)', sweep=False,
+                      added=True),
         "chunk_rows": _pos(int, 4096, sweep=False),
     },
     "preprocess": {
-        "standardize": Key(bool, False),    # zero mean, unit variance per feature (sparse: unit variance only)
+        # zero mean, unit variance per feature (sparse: unit variance only)
+        "standardize": Key(bool, False, added=True),
         "l2_normalize": Key(bool, True),
         "pca": _nonneg(int, 0),
         "tfidf": Key(bool, True),           # weight sparse (count) data by tf-idf; false: take them as they are
@@ -177,8 +180,17 @@ class Config:
 
     @property
     def hash(self) -> str:
-        """Hash of the validated content (not of the file's spelling)."""
-        return stable_hash(self.sections)
+        """Hash of the validated content (not of the file's spelling).
+
+        Keys added to the schema later (``Key.added``) count only when they
+        differ from their default, so the output folder of a run made before
+        they existed is still recognised as this config's.
+        """
+        full = schema()
+        return stable_hash({sec: {k: v for k, v in keys.items()
+                                  if not (sec in full and k in full[sec] and full[sec][k].added
+                                          and v == full[sec][k].default)}
+                            for sec, keys in self.sections.items()})
 
     @property
     def max_memory(self) -> int:

@@ -278,6 +278,16 @@ def test_defaults_users_expect():
         assert "names" in tomllib.loads(p.read_text()).get("method", {}), p
 
 
+def test_new_keys_at_their_defaults_keep_the_config_hash():
+    """An output folder written before [data] header / [preprocess] standardize existed is still this config's."""
+    base = {"data": {"name": "optdigits"}}
+    h = from_dict(base, "x.toml").hash
+    assert from_dict({"data": {"name": "optdigits", "header": "auto"}, "preprocess": {"standardize": False}},
+                     "x.toml").hash == h
+    assert from_dict({**base, "preprocess": {"standardize": True}}, "x.toml").hash != h
+    assert from_dict({"data": {"name": "optdigits", "header": True}}, "x.toml").hash != h
+
+
 def test_quickstart_outputs_stay_where_the_readme_says():
     c = load(ROOT / "pipelines" / "quickstart.toml")
     assert c.resolve(c.sections["output"]["dir"]).resolve() == (ROOT / "runs" / "quickstart").resolve()
