@@ -234,8 +234,8 @@ def embed(store_path, key, attrs, p: EmbedParams, *, y=None, client=None, **_):
             _embed_streamed(g, P, scale, info, time.perf_counter() - t0, p, y, **extra, **_alpha(info))
         return
     Ks = [read_matrix(gr, "K") for gr in groups]  # float32 kernels stay float32 (half the bytes per pass)
-    # disconnected graphs are said before the eigensolver meets them (one warning line, not a solver failure); a kNN
-    # kernel said so when it was built (naming the cause: n_neighbors or gamma)
+    # disconnected graphs are said before the eigensolver meets them (one warning line, not a solver
+    # failure); a kNN kernel said so when it was built (naming the cause: n_neighbors or gamma)
     n_in = [components(K)[0] if sp.issparse(K) else check_connected(K) for K in Ks]
     P, info = m.normalize(Ks if m.combine else Ks[0], mp, y)
     t_norm = time.perf_counter() - t0
