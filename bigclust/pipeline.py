@@ -276,7 +276,7 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
         One record per (method, parameter setting); also written to the
         output folder as ``results.{json,csv,md}``.
     """
-    from . import report
+    from . import labels as labels_out, report
 
     cfg = load(config_path)
     out_dir = Path(out) if out else cfg.resolve(cfg.sections["output"]["dir"])
@@ -297,10 +297,13 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
     t0 = time.perf_counter()
     with dask_client(scheduler, dk["n_workers"], probe=False) as client:
         runner = Runner(cfg, store, client, force)
-        records, _ = execute(runner, points, grouped)
+        records, finals = execute(runner, points, grouped)
+    seed = points[0]["cluster"]["seed"]
+    picks = labels_out.collect(store, records, finals, seed=seed, cache=runner.done)  # adds restart_picked, ...
     if force and out_dir.exists():
         _archive_out_dir(out_dir)
-    report.write(out_dir, records, cfg, plots=cfg.sections["output"]["plots"], trials=runner.trials)
+    report.write(out_dir, records, cfg, plots=cfg.sections["output"]["plots"], trials=runner.trials, picks=picks,
+                 store=store)
     log(f"done in {time.perf_counter() - t0:.1f} s; results in {out_dir}")
     print(report.subset_tables(records) if runner.trials else report.markdown_table(records))
     return records
