@@ -51,6 +51,12 @@ def _tag(params: dict) -> str:
                     if k in ("gamma", "gammas", "n_neighbors", "kind"))
 
 
+def _short_g(params: dict) -> str:
+    g = params.get("gamma", params.get("gammas"))
+    return "" if g is None else "γ=" + (",".join(f"{x:g}" for x in g) if isinstance(g, list) else
+                                         f"{g:g}" if isinstance(g, (int, float)) else str(g))
+
+
 # -- MB / MC per iteration -----------------------------------------------------------------------------
 
 
@@ -71,7 +77,10 @@ def plot_quality(path, records, out_dir=None):
     fig, axes = plt.subplots(len(rows), len(names), figsize=(4.5 * len(names), 2.8 * len(rows)), squeeze=False,
                              constrained_layout=True)
     dataset = records[0].get("dataset", "") if records else ""
-    fig.suptitle(f"{dataset}: {' and '.join(names)} per iteration (lower is better)", fontsize=10)
+    gammas = list(dict.fromkeys(_short_g(r["params"]) for recs in rows.values() for r in recs))
+    gammas = [g for g in gammas if g]
+    fig.suptitle(f"{dataset}" + (f", {', '.join(gammas)}" if gammas else "")
+                 + f": {' and '.join(names)} per iteration (lower is better)", fontsize=10)
     for (key, recs), ax_row in zip(rows.items(), axes):
         for r in recs:
             it = [x[0] for x in r["history"]]
@@ -174,18 +183,22 @@ def write_embedding(out_dir: Path, stem: str, E_node, labels, y=None, title="", 
     """``figures/embedding-<stem>.png``: PCA of the embedding, by cluster (and by class when labelled)."""
     rows, Z = embedding_2d(E_node, seed)
     plt = _plt()
-    panels = [("cluster", np.asarray(labels)[rows])] + ([("class", np.asarray(y)[rows])] if y is not None else [])
+    labels = np.asarray(labels)
+    # with classes, a cluster takes the colour of the class it is matched to, so the panels compare by eye
+    order = np.unique(labels) if y is None else matched_confusion(y, labels)[2]
+    panels = [("cluster", labels[rows], list(order))]
+    if y is not None:
+        panels.append(("class", np.asarray(y)[rows], list(np.unique(y))))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.2), squeeze=False, constrained_layout=True)
-    for ax, (what, col) in zip(axes[0], panels):
-        vals = np.unique(col)
-        cmap = plt.get_cmap("tab10" if vals.size <= 10 else "tab20")
+    for ax, (what, col, vals) in zip(axes[0], panels):
+        cmap = plt.get_cmap("tab10" if len(vals) <= 10 else "tab20")
         for i, v in enumerate(vals):
             sel = col == v
             ax.scatter(Z[sel, 0], Z[sel, 1], s=4, color=cmap(i % cmap.N), label=str(v), alpha=0.7, linewidths=0)
         ax.set_xlabel("principal component 1 of the embedding", fontsize=8)
         ax.set_ylabel("principal component 2", fontsize=8)
         ax.set_title(f"coloured by {what}", fontsize=9)
-        if vals.size <= 20:
+        if len(vals) <= 20:
             ax.legend(fontsize=6, markerscale=2, title=what, title_fontsize=7, loc="best")
     fig.suptitle(f"{title}: spectral embedding, {len(rows)} of {E_node.shape[0]} points", fontsize=10)
     _save(fig, out_dir, out_dir / "figures" / f"embedding-{stem}.png")
@@ -271,6 +284,7 @@ def write_all(out_dir, records, picks, store, *, seed=0):
         if pk.y is not None:
             write_confusion(out_dir, pk.name, pk.y, pk.labels, pk.class_names, title)
         emb = pk.chain.get("embed")
-        if emb is not None and store is not None:
-            write_embedding(out_dir, pk.name, store.open("embed", emb)["E"], pk.labels, pk.y, title, seed)
+        g = store.open("embed", emb) if emb is not None and store is not None else None
+        if g is not None and "E" in set(g.array_keys()):  # absent if a store policy dropped it
+            write_embedding(out_dir, pk.name, g["E"], pk.labels, pk.y, title, seed)
     plot_gamma_sweep(out_dir, records)

@@ -27,7 +27,7 @@ from .errors import UserError
 SILHOUETTE_SAMPLE = 5000
 #: stage parameters that are plumbing, never part of a label file's name
 _PLUMBING = {"input", "inputs", "src", "array", "method", "labels", "chunk_rows", "max_memory", "in_memory",
-             "stream", "cluster", "data"}
+             "stream", "data"}
 INDEX = "labels.json"
 
 
