@@ -302,3 +302,18 @@ def test_single_gamma_has_no_sweep_plot_and_quality_has_title(tmp_path, make_con
     emb = [f for f in seen if "spectral embedding" in (f._suptitle.get_text() if f._suptitle else "")]
     assert len(emb) == 2  # RA and SK
     assert all([a.get_title() for a in f.axes] == ["coloured by cluster", "coloured by class"] for f in emb)
+
+
+def test_label_file_names_are_short_and_unique():
+    from bigclust.labels import names
+    methods = ["kmeans", "kmeans", "bbs", "bbs", "mbbs"]
+    params = [{"n_init": 0}, {"n_init": 0}, {"gamma": 0.5, "n_iter": 100}, {"gamma": 0.5, "n_iter": 100},
+              {"gammas": [0.5, 2.0], "lam": 1.0}]
+    # a sweep the records do not show ([cluster] seed) still tells the files apart
+    flats = [{"seed": 0, "l2_normalize": True}, {"seed": 1, "l2_normalize": True},
+             {"gamma": 0.5, "seed": 0, "n_iter": 100}, {"gamma": 0.5, "seed": 1, "n_iter": 100},
+             {"seed": 0, "lam": 1.0}]
+    assert names(methods, params, flats) == ["kmeans-seed=0", "kmeans-seed=1", "bbs-gamma=0.5-seed=0",
+                                             "bbs-gamma=0.5-seed=1", "mbbs-gammas=0.5,2"]
+    # an unseen difference (nothing differs in what is recorded) still gives two files
+    assert names(["ra", "ra"], [{"gamma": 1.0}] * 2, [{}, {}]) == ["ra-gamma=1-1", "ra-gamma=1-2"]
