@@ -49,32 +49,14 @@ class Pick:
     chain: dict = field(default_factory=dict)  # stage name -> key, back to ingest
 
 
-def trace(store, stage: str, key: str, cache: dict | None = None) -> list[tuple[str, str, dict]]:
-    """The chain of stage instances that produced ``(stage, key)``, from it back to ingest.
-
-    Follows each stage's recorded ``params`` (``src`` and ``input`` / ``inputs[0]``).
-    """
-    out = []
-    while True:
-        attrs = (cache or {}).get((stage, key)) or dict(store.open(stage, key).attrs)
-        out.append((stage, key, attrs))
-        p = attrs.get("params", {})
-        if stage == "ingest":
-            return out
-        nxt = p.get("input") or (p.get("inputs") or [None])[0]
-        stage, key = ("ingest" if stage == "preprocess" else p.get("src")), nxt
-        if not stage or not key:
-            return out
-
-
-def _flat(chain) -> dict:
+def _flat(store, chain) -> dict:
     """Every hashed parameter of a chain (ingest left out) as ``name -> value``; clashes get ``stage.name``."""
     flat = {}
-    for stage, _, attrs in reversed(chain):
+    for stage, key in chain:
         if stage == "ingest":
             continue
         items = []
-        for k, v in attrs.get("params", {}).items():
+        for k, v in store.open(stage, key).attrs.get("params", {}).items():
             if k in _PLUMBING:
                 continue
             items += list(v.items()) if isinstance(v, dict) else [(k, v)]
@@ -120,7 +102,7 @@ def names(methods: list[str], params: list[dict], flats: list[dict]) -> list[str
     return out
 
 
-def collect(store, records: list[dict], finals: list, *, seed: int = 0, cache: dict | None = None) -> list[Pick]:
+def collect(store, records: list[dict], finals: list, chains: dict, *, seed: int = 0) -> list[Pick]:
     """The picked restart of every record; adds ``restart_picked``, ``objective``, ``labels_file``
     (and ``silhouette`` for data without labels) to each record.
 
@@ -131,6 +113,9 @@ def collect(store, records: list[dict], finals: list, *, seed: int = 0, cache: d
         From :func:`bigclust.pipeline.execute` (changed in place).
     finals : list of (stage, key)
         The final stage instance of each record.
+    chains : dict
+        ``final -> [(stage, key), ...]``: every stage instance of its chain,
+        from ingest on (:attr:`bigclust.pipeline.Runner.chains`).
     seed : int
         Seed of the silhouette's sample of points.
 
@@ -142,30 +127,33 @@ def collect(store, records: list[dict], finals: list, *, seed: int = 0, cache: d
     """
     if not finals or not all(isinstance(f, tuple) and len(f) == 2 and isinstance(f[0], str) for f in finals):
         return []
-    chains = [trace(store, st, key, cache) for st, key in finals]
-    stems = names([r["method"] for r in records], [r["params"] for r in records], [_flat(c) for c in chains])
+    chains = [list(chains[f]) for f in finals]
+    stems = names([r["method"] for r in records], [r["params"] for r in records], [_flat(store, c) for c in chains])
     picks, ys, xs = [], {}, {}
     for rec, (st, key), chain, stem in zip(records, finals, chains, stems):
         g = store.open(st, key)
-        all_labels, objective = g["labels"], np.asarray(g["inertia"][...], dtype=np.float64)
+        all_labels = g["labels"]
         best = int(g.attrs.get("best", 0))
+        # a registered method's own stage may keep labels without objectives (the contract is labels + best)
+        objective = (np.asarray(g["inertia"][...], dtype=np.float64) if "inertia" in set(g.array_keys())
+                     else np.full(all_labels.shape[0], np.nan))
         restart, n_restarts = best, int(all_labels.shape[0])
         objs = g.attrs.get("objectives")  # NMF keeps only its best restart; the others' objectives are attrs
         if n_restarts == 1 and objs and len(objs) > 1:
             restart, n_restarts = int(np.argmin(objs)), len(objs)
-        ing = next(k for s, k, _ in chain if s == "ingest")
+        ing = dict(chain)["ingest"]
         if ing not in ys:
             ig = store.open("ingest", ing)
             ys[ing] = (np.asarray(ig["y"][...]) if ig.attrs.get("has_labels") else None,
                        list(ig.attrs.get("class_names") or []))
         y, class_names = ys[ing]
         pk = Pick(stem, rec["method"], rec["params"], st, key, np.asarray(all_labels[best], dtype=np.int32),
-                  restart, n_restarts, float(objective[best]), y, class_names, {s: k for s, k, _ in chain})
+                  restart, n_restarts, float(objective[best]), y, class_names, dict(chain))
         rec.update(restart_picked=restart, objective=pk.objective, labels_file=f"labels/{stem}.csv")
-        if y is None:
+        pre = pk.chain.get("preprocess")
+        if y is None and pre is not None:
             if rec.get("MC") != rec.get("MC"):  # MC needs classes: NaN without them, left out
                 rec.pop("MC")
-            pre = pk.chain.get("preprocess")
             if pre not in xs:
                 xs[pre] = _sample_rows(store.open("preprocess", pre)["X"], seed)
             rec["silhouette"] = silhouette(*xs[pre], pk.labels)
