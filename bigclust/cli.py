@@ -153,6 +153,28 @@ def report_verify(results_dir, config, scheduler):
         sys.exit(1)
 
 
+@main.command("labels")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--export", "name", default=None, metavar="NAME",
+              help="A label file's name (as listed) or a method run once; printed as CSV or written to --out.")
+@click.option("--out", default=None, type=click.Path(dir_okay=False), help="Write the exported labels here.")
+@click.option("--format", "fmt", default="csv", show_default=True, type=click.Choice(["csv", "npy"]),
+              help="csv: index,label[,class]; npy: the labels as an int32 array.")
+def labels_cmd(run_dir, name, out, fmt):
+    """List the per-point label files of a finished run (RUN_DIR: its output folder), or export one."""
+    from .labels import export, list_text
+    if name is None:
+        if out is not None:
+            raise UserError("--out needs --export NAME")
+        click.echo(list_text(run_dir))
+        return
+    text = export(run_dir, name, out, fmt)
+    if text is not None:
+        click.echo(text, nl=False)
+    else:
+        click.echo(f"{name}: written to {out}", err=True)
+
+
 @main.group()
 def bench():
     """Speed and memory measurements, printed as ratios against references."""

@@ -48,6 +48,7 @@ class Runner:
     def __init__(self, cfg: Config, store: Store, client, force: bool, log=log):
         self.cfg, self.store, self.client, self.force, self.log = cfg, store, client, force, log
         self.done: dict[tuple[str, str], dict] = {}
+        self.chains: dict[tuple[str, str], list] = {}  # final stage instance -> every instance of its chain
         self._distinct = {}
 
     def _stage(self, sd: StageDef, params, describe="", **runtime):
@@ -178,6 +179,7 @@ class Runner:
             src = name
             chain += [(name, k) for k in keys]
         last = self.done[(src, keys[0])]
+        self.chains[(src, keys[0])] = [("ingest", self.ingest_key)] + chain  # for the label files and figures
         labels = read_matrix(self.store.open(src, keys[0]), "labels")
         rec = {"method": method.name, "params": _shown(method, params, group), "dataset": ia["dataset"],
                "n": ia["n_samples"], "k": ctx.k}
@@ -285,7 +287,7 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
         One record per (method, parameter setting); also written to the
         output folder as ``results.{json,csv,md}``.
     """
-    from . import report
+    from . import labels as labels_out, report
 
     cfg = load(config_path)
     out_dir = Path(out) if out else cfg.resolve(cfg.sections["output"]["dir"])
@@ -306,10 +308,13 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
     t0 = time.perf_counter()
     with dask_client(scheduler, dk["n_workers"], probe=False) as client:
         runner = Runner(cfg, store, client, force)
-        records, _ = execute(runner, points, grouped)
+        records, finals = execute(runner, points, grouped)
+    seed = points[0]["cluster"]["seed"]
+    picks = labels_out.collect(store, records, finals, runner.chains, seed=seed)  # adds restart_picked, ...
     if force and out_dir.exists():
         _archive_out_dir(out_dir)
-    report.write(out_dir, records, cfg, plots=cfg.sections["output"]["plots"], trials=runner.trials)
+    report.write(out_dir, records, cfg, plots=cfg.sections["output"]["plots"], trials=runner.trials, picks=picks,
+                 store=store)
     log(f"done in {time.perf_counter() - t0:.1f} s; results in {out_dir}")
     print(report.subset_tables(records) if runner.trials else report.markdown_table(records))
     return records

@@ -13,8 +13,19 @@ import time
 from pathlib import Path
 
 from . import __version__
+from .figures import plot_quality  # noqa: F401  (its home before figures.py)
 
-COLUMNS = ("method", "params", "acc_avg", "acc_max", "nmi_avg", "nmi_max", "MB", "MC", "seconds")
+COLUMNS = ("method", "params", "acc_best_inertia", "acc_avg", "acc_max", "nmi_best_inertia", "nmi_avg", "nmi_max",
+           "MB", "MC", "objective", "silhouette", "seconds")
+#: Markdown headers of record keys whose names say less than they should
+HEADERS = {"acc_best_inertia": "acc_picked", "nmi_best_inertia": "nmi_picked", "acc_max": "acc_max (oracle)",
+           "nmi_max": "nmi_max (oracle)"}
+LEGEND = ("acc/nmi_picked: the restart the method itself picks (lowest objective: k-means inertia, NMF "
+          "objective); avg: mean over restarts; max: best over restarts (oracle: picked with the labels). "
+          "objective: that of the picked restart.")
+LEGEND_UNLABELLED = ("No labels: MB = bi-stochasticity of the normalised kernel; objective: that of the restart "
+                     "the method picks (k-means inertia, NMF objective); silhouette: Euclidean, on the "
+                     "preprocessed data, a seeded sample of at most 5000 points.")
 
 
 def _fmt_cell(v):
@@ -28,7 +39,7 @@ def _fmt_cell(v):
 def markdown_table(records, columns=COLUMNS) -> str:
     """A GitHub-flavoured Markdown table, one row per record."""
     cols = [c for c in columns if any(c in r for r in records)]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines = ["| " + " | ".join(HEADERS.get(c, c) for c in cols) + " |", "|" + "---|" * len(cols)]
     for r in records:
         lines.append("| " + " | ".join(_fmt_cell(r.get(c)) for c in cols) + " |")
     return "\n".join(lines)
@@ -42,8 +53,15 @@ def _atomic_write(path: Path, text: str | bytes):
     os.replace(tmp, path)
 
 
-def write(out_dir, records, cfg, *, plots=True, trials=()):
-    """Write ``results.{json,csv,md}``, ``run.json`` and (when recorded) the MB/MC figure.
+def legend(records) -> str:
+    """What the Markdown table's score columns mean (empty when it has none of them)."""
+    if any("acc_avg" in r for r in records):
+        return LEGEND
+    return LEGEND_UNLABELLED if any("silhouette" in r for r in records) else ""
+
+
+def write(out_dir, records, cfg, *, plots=True, trials=(), picks=(), store=None):
+    """Write ``results.{json,csv,md}``, ``run.json``, ``labels/`` and the figures.
 
     ``run.json`` is written first with ``"complete": false`` and rewritten
     last with ``"complete": true``; every file goes to a temporary name and is
@@ -58,7 +76,17 @@ def write(out_dir, records, cfg, *, plots=True, trials=()):
         From :func:`bigclust.pipeline.run`; ``history`` entries go to the
         figure and are left out of the CSV.
     cfg : bigclust.config.Config
+    plots : bool
+        Write the figures (:mod:`bigclust.figures`).
+    trials : list of dict
+        Per-subset records of the subset protocol (``trials.csv``).
+    picks : list of bigclust.labels.Pick
+        The restart each record's method picks (:func:`bigclust.labels.collect`):
+        written to ``labels/`` and drawn in ``figures/``.
+    store : bigclust.store.Store, optional
+        Where the embeddings of the figures are read.
     """
+    from . import figures, labels
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     # run.json first, marked incomplete: a kill at any point below leaves a folder that says which config
@@ -87,10 +115,12 @@ def write(out_dir, records, cfg, *, plots=True, trials=()):
             tw.writerow({**r, "params": json.dumps(r["params"], sort_keys=True), "classes": " ".join(map(str, r["classes"]))})
         _atomic_write(out_dir / "trials.csv", tb.getvalue())
     else:
-        body = markdown_table(slim)
+        body = markdown_table(slim) + (f"\n\n{legend(slim)}" if legend(slim) else "")
     _atomic_write(out_dir / "results.md", title + body + "\n")
-    if plots and any(r.get("history") for r in records):
-        plot_quality(out_dir / "quality.png", records)
+    labels.write_files(out_dir, list(picks), records)
+    if plots:
+        seed = cfg.sections["cluster"]["seed"]
+        figures.write_all(out_dir, records, list(picks), store, seed=seed if isinstance(seed, int) else seed[0])
     _write_run_json(out_dir, cfg, complete=True)
 
 
@@ -99,36 +129,6 @@ def _write_run_json(out_dir, cfg, *, complete: bool):
         "config_hash": cfg.hash, "config_file": str(cfg.path.resolve()), "bigclust_version": __version__,
         "complete": complete, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z") if complete else None,
         "config": cfg.sections}, indent=1, default=str))
-
-
-def plot_quality(path, records):
-    """MB and MC per iteration, log scale: one row of panels per γ, one curve per method.
-
-    The layout of paper 000's Figs. 1-2 (BBS and SK curves side by side).
-    """
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = {}
-    for r in records:
-        if r.get("history"):
-            key = " ".join(f"{k}={v}" for k, v in r["params"].items() if k in ("gamma", "n_neighbors"))
-            rows.setdefault(key, []).append(r)
-    fig, axes = plt.subplots(len(rows), 2, figsize=(9, 2.6 * len(rows)), squeeze=False, constrained_layout=True)
-    for (key, recs), ax_row in zip(rows.items(), axes):
-        for r in recs:
-            it = [x[0] for x in r["history"]]
-            for ax, col in zip(ax_row, (1, 2)):
-                ax.semilogy(it, [max(x[col], 1e-300) for x in r["history"]], label=r["method"].upper())
-        for ax, name in zip(ax_row, ("MB", "MC")):
-            ax.set_title(f"{name}: {key}", fontsize=9)
-            ax.set_xlabel("iteration", fontsize=8)
-            ax.legend(fontsize=7)
-    tmp = Path(path).with_name(f".{Path(path).name}.tmp-{os.getpid()}.png")
-    fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    os.replace(tmp, path)
 
 
 TABLES = (("acc_avg", "Table II: average accuracy"), ("nmi_avg", "Table III: average NMI"),

@@ -273,21 +273,20 @@ def _embed_streamed(g, P, scale, info, t_norm, p: EmbedParams, y, **extra):
         base = op
         op = LinearOperator((n, n), matvec=lambda v: scale * (base @ (scale * np.ravel(v))), dtype=np.float64)
     E = spectral_embed(op, p.k, solver="eigsh", random_state=p.seed)
-    mb = mc = float("nan")
-    if y is not None:  # one more streaming pass for MB and MC
-        rows = consumer_rows("operator", n, 8, p.max_memory)
-        rs, rc = np.empty(n), np.empty(n)
-        for r0 in range(0, n, rows):
-            blk = np.asarray(P[r0:r0 + rows], dtype=np.float64)
-            if scale is not None:
-                blk *= scale[r0:r0 + blk.shape[0], None] * scale[None, :]
-            rs[r0:r0 + blk.shape[0]], rc[r0:r0 + blk.shape[0]] = quality_partial(blk, y, r0)
-        mb, mc = quality_from_sums(rs, rc)
+    rows = consumer_rows("operator", n, 8, p.max_memory)  # one more streaming pass for MB (and MC)
+    rs, rc = np.empty(n), np.empty(n)
+    yq = y if y is not None else np.zeros(n, np.int64)
+    for r0 in range(0, n, rows):
+        blk = np.asarray(P[r0:r0 + rows], dtype=np.float64)
+        if scale is not None:
+            blk *= scale[r0:r0 + blk.shape[0], None] * scale[None, :]
+        rs[r0:r0 + blk.shape[0]], rc[r0:r0 + blk.shape[0]] = quality_partial(blk, yq, r0)
+    mb, mc = quality_from_sums(rs, rc)
+    mc = mc if y is not None else float("nan")
     for name in [a for a in g.array_keys() if a.endswith("_scratch")]:
         del g[name]
     write_dense(g, "E", E)
-    row_err = info.row_err if info and info.row_err == info.row_err else (
-        float(np.abs(rs - 1).max()) if y is not None else float("nan"))
+    row_err = info.row_err if info and info.row_err == info.row_err else float(np.abs(rs - 1).max())
     g.attrs.update({"normalize_seconds": t_norm, "MB": float(mb), "MC": float(mc), "out_of_core": True,
                     "norm_n_iter": int(info.n_iter) if info else 0,
                     "norm_converged": bool(info.converged) if info else True, "row_err": float(row_err),
@@ -299,7 +298,8 @@ def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, y, **ex
     from .normalize import quality
     from .spectral import embed as spectral_embed
 
-    mb, mc = quality(P, y) if y is not None else (float("nan"), float("nan"))
+    # without labels MB still says how bi-stochastic P is (one class: MC would be MB, so it is left out)
+    mb, mc = quality(P, y) if y is not None else (quality(P, np.zeros(P.shape[0], np.int64))[0], float("nan"))
     E = spectral_embed(P, p.k, solver=p.eigensolver, random_state=p.seed)
     with store.write("embed", key, attrs) as g:
         write_dense(g, "E", E)
