@@ -105,6 +105,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "store": {
         "path": Key(str, None, sweep=False, required=True),
         "max_memory": Key((str, int), "4GB", sweep=False),
+        # "results": delete dense kernels (and subsets' copies of the rows) at the end of a run
+        "keep": Key(str, "all", lambda v: v in ("all", "results"), "one of 'all', 'results'", sweep=False),
     },
     "output": {
         "dir": Key(str, None, sweep=False, required=True),
