@@ -75,7 +75,7 @@ class Store:
         zarr = _zarr()
         self.path = Path(path)
         if owner is None and not (self.path / "zarr.json").exists():
-            raise StoreError(f"no bigclust store at {self.path}")
+            raise StoreError(f"{self.path} holds no bigclust store")
         if self.path.exists() and not (self.path / "zarr.json").exists():
             if any(self.path.iterdir()):
                 raise StoreError(f"store path {self.path} exists and is not a bigclust store; "
