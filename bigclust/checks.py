@@ -90,6 +90,7 @@ def _precheck(cfg: Config, point):
         _check_readable(p, f"{cfg.path}: [data] path")
         return
     info = get_info(name)
+    check_sizes(cfg, [point], info.n_samples, info.n_features, info.n_classes, info.sparse)
     root = point["data"]["root"]
     root = cfg.resolve(root) if root else default_root()
     for f in info.files:
@@ -98,7 +99,6 @@ def _precheck(cfg: Config, point):
             raise DataError(f"{cfg.path}: data set {name!r} needs {p}, which does not exist (set [data] root "
                             "to the folder that holds it, or BIGCLUST_DATA)")
         _check_readable(p, f"{cfg.path}: data set {name!r}")
-    check_sizes(cfg, [point], info.n_samples, info.n_features, info.n_classes, info.sparse)
 
 
 def _check_readable(p: Path, what: str):

@@ -112,10 +112,10 @@ def _symmetric_loop(op, n_iter, tol, hist, what, bar):
 
 def _alternating(op, n_iter, tol, hist, what):
     with progress.bar(n_iter, what) as bar:
-        return _alternating_loop(op, n_iter, tol, hist, bar)
+        return _alternating_loop(op, n_iter, tol, hist, what, bar)
 
 
-def _alternating_loop(op, n_iter, tol, hist, bar):
+def _alternating_loop(op, n_iter, tol, hist, what, bar):
     u, v = np.ones(op.n), np.ones(op.n)
     w = op.matvec(v)  # invariant: w = K v for even t (rows to fix next), K u for odd t
     t, converged = 0, False
