@@ -204,23 +204,13 @@ class Store:
         g.attrs[_DROPPED] = sorted(arrays)
         freed = 0
         for name in arrays:
-            for sub in (d / name).iterdir() if (d / name).is_dir() else ():
-                if sub.name != "zarr.json" and sub.is_dir():  # chunk folders (c/...) of an array or CSR parts
-                    if (sub / "zarr.json").exists():
-                        freed += self.drop_tree(sub)
-                    else:
+            node = d / name
+            # an array's chunks are in sub-folders beside its zarr.json; a CSR group's parts are arrays
+            for arr in [p for p in node.iterdir() if (p / "zarr.json").exists()] or [node]:
+                for sub in arr.iterdir():
+                    if sub.is_dir() and not (sub / "zarr.json").exists():
                         freed += disk_bytes(sub)
                         shutil.rmtree(sub, ignore_errors=True)
-        return freed
-
-    @staticmethod
-    def drop_tree(arr_dir: Path) -> int:
-        """Delete the chunks of one zarr array folder (its ``zarr.json`` stays); returns bytes freed."""
-        freed = 0
-        for sub in arr_dir.iterdir():
-            if sub.is_dir():
-                freed += disk_bytes(sub)
-                shutil.rmtree(sub, ignore_errors=True)
         return freed
 
     def _clean_tmp(self):
