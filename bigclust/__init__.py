@@ -10,8 +10,11 @@ from importlib import import_module
 
 # Numba's OpenMP workers busy-wait after a parallel region by default; on a
 # small machine they then fight BLAS threads for the cores (measured 5-40x
-# slowdowns of sparse CG loops on 2 cores).  Passive waiting fixes it.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# slowdowns of sparse CG loops on 2 cores).  Passive waiting fixes it.  This is
+# the one process-wide setting made at import: only when OMP_WAIT_POLICY is
+# unset, and not at all under BIGCLUST_NO_ENV=1 (README, "Library").
+if os.environ.get("BIGCLUST_NO_ENV", "").strip().lower() not in ("1", "true", "yes"):
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __version__ = "0.1.0"
 
@@ -21,8 +24,10 @@ _SUBMODULES = {
 }
 #: scikit-learn estimators, importable as ``bigclust.SpectralClustering``
 _ESTIMATORS = {"NMFClustering", "SpectralClustering", "SubspaceClustering"}
+#: the exceptions every user error is (``UserError`` is a ValueError)
+_ERRORS = {"ConfigError", "DataError", "StoreError", "UserError"}
 
-__all__ = sorted(_SUBMODULES | _ESTIMATORS | {"__version__"})
+__all__ = sorted(_SUBMODULES | _ESTIMATORS | _ERRORS | {"__version__"})
 
 
 def __getattr__(name):
@@ -30,6 +35,8 @@ def __getattr__(name):
         return import_module(f"bigclust.{name}")
     if name in _ESTIMATORS:
         return getattr(import_module("bigclust.estimators"), name)
+    if name in _ERRORS:
+        return getattr(import_module("bigclust.errors"), name)
     raise AttributeError(f"module 'bigclust' has no attribute {name!r}")
 
 

@@ -15,7 +15,7 @@ def njit(*args, **kwargs):
     """``numba.njit`` with ``cache`` defaulting to the project switch.
 
     ``fastmath`` is never switched on here: kernels that only do pure
-    arithmetic may ask for it explicitly (DESIGN.md section 3.4).
+    arithmetic may ask for it explicitly (comparisons and guarded divisions need strict IEEE).
     """
     kwargs.setdefault("cache", CACHE)
     if args and callable(args[0]) and len(args) == 1 and not kwargs.get("_sig"):

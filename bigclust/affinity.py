@@ -96,8 +96,10 @@ def dense_kernel(X, kind="gaussian", gamma=1.0, *, dtype=np.float64, block_bytes
         ``gaussian``: ``exp(-||x_i - x_j||^2 / gamma)`` (paper 000 Eq. 4);
         ``linear``: ``x_i . x_j``; ``cosine``: the normalised inner product;
         ``cosine2``: its square.
-    gamma : float
-        Gaussian width, > 0 (ignored by the other kinds).
+    gamma : float or "median"
+        Gaussian width, > 0: a squared distance, the inverse of scikit-learn's
+        rbf ``gamma`` (ignored by the other kinds).  ``"median"``: the median
+        squared distance of the pairs of rows (:func:`median_sq_distance`).
     dtype : numpy dtype
         Storage type of the result; blocks are computed in float64.
 
@@ -113,6 +115,10 @@ def dense_kernel(X, kind="gaussian", gamma=1.0, *, dtype=np.float64, block_bytes
 
     if kind not in DENSE_KINDS:
         raise UserError(f"unknown dense affinity {kind!r}; expected one of {', '.join(DENSE_KINDS)}")
+    if kind == "gaussian":
+        gamma = resolve_gamma(X, gamma)
+    elif isinstance(gamma, str):
+        gamma = 1.0                                   # unused by the kinds without a width
     if kind == "gaussian" and not gamma > 0:
         raise UserError(f"gamma must be > 0, got {gamma}")
     n = X.shape[0]
@@ -137,6 +143,81 @@ def dense_kernel(X, kind="gaussian", gamma=1.0, *, dtype=np.float64, block_bytes
         blk = dask.delayed(_dense_block, pure=True)(Xd, sq, r0, r1, T, kind, float(gamma), dtype)
         blocks.append(da.from_delayed(blk, shape=(r1 - r0, n), dtype=dtype))
     return da.concatenate(blocks, axis=0)
+
+
+#: pairs of the sample over which ``gamma = "median"`` is measured on a dense kernel of large n
+MEDIAN_PAIRS = 1 << 20
+
+
+def median_sq_distance(X, *, max_pairs=MEDIAN_PAIRS, seed=0):
+    """Median squared Euclidean distance ``||x_i - x_j||^2`` over the pairs ``i < j`` of rows of X.
+
+    What ``gamma = "median"`` means for a dense Gaussian kernel.  Exact when
+    ``n (n - 1) / 2 <= max_pairs`` (n up to about 1450 by default); for larger
+    n, over ``max_pairs`` pairs ``i != j`` drawn uniformly with ``seed``
+    (the median of a million-pair sample is within a fraction of a percent of
+    the exact one, and it is the same number on every run).
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix, shape (n, d), n >= 2
+    max_pairs : int
+    seed : int
+
+    Returns
+    -------
+    float
+    """
+    n = X.shape[0]
+    if n < 2:
+        raise UserError(f"gamma = \"median\" needs at least 2 samples, got {n}")
+    Xd = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    sq = np.asarray(Xd.multiply(Xd).sum(axis=1)).ravel() if sp.issparse(Xd) else np.einsum("ij,ij->i", Xd, Xd)
+    if n * (n - 1) // 2 <= max_pairs:
+        parts = []
+        step = max(1, (8 << 20) // (8 * n))           # row blocks of the distance matrix, ~8 MB each
+        for r0 in range(0, n - 1, step):
+            r1 = min(n, r0 + step)
+            G = Xd[r0:r1] @ Xd.T
+            G = G.toarray() if sp.issparse(G) else G
+            D2 = np.maximum(sq[r0:r1, None] + sq[None, :] - 2 * G, 0.0)
+            rows, cols = np.triu_indices(r1 - r0, 1, n - r0)
+            parts.append(D2[rows, cols + r0])
+        d2 = np.concatenate(parts)
+    else:
+        rng = np.random.default_rng(seed)
+        i = rng.integers(0, n, max_pairs)
+        j = (i + rng.integers(1, n, max_pairs)) % n      # j != i, uniform over the others
+        d2 = np.empty(max_pairs)
+        for s in range(0, max_pairs, 1 << 16):
+            a, b = i[s:s + (1 << 16)], j[s:s + (1 << 16)]
+            if sp.issparse(Xd):
+                dot = np.asarray(Xd[a].multiply(Xd[b]).sum(axis=1)).ravel()
+            else:
+                dot = np.einsum("ij,ij->i", Xd[a], Xd[b])
+            d2[s:s + a.size] = np.maximum(sq[a] + sq[b] - 2 * dot, 0.0)
+    return _positive_median(d2, "the pairs of samples")
+
+
+def _positive_median(d2, what):
+    med = float(np.median(d2))
+    if not med > 0:
+        raise UserError(f"gamma = \"median\": the median squared distance over {what} is 0 (most of them are "
+                        "duplicate rows); give gamma as a number")
+    return med
+
+
+def resolve_gamma(X, gamma, kind="gaussian"):
+    """The Gaussian width to use: ``gamma`` itself, or for ``"median"`` the data's median squared distance.
+
+    ``kind="gaussian"``: over the pairs of rows (:func:`median_sq_distance`);
+    ``kind="knn"``: :func:`knn_kernel` measures it over the kNN pairs itself.
+    """
+    if isinstance(gamma, str):
+        if gamma != "median":
+            raise UserError(f"gamma must be a number > 0 or \"median\", got {gamma!r}")
+        return median_sq_distance(X) if kind != "knn" else gamma
+    return gamma
 
 
 #: a median off-diagonal Gaussian entry below this (or above 1 - this) makes K numerically I (or all ones)
@@ -214,13 +295,17 @@ def knn_graph(X, n_neighbors=15, *, random_state=0):
     return ind, dist
 
 
-def knn_kernel(X, n_neighbors=15, gamma=1.0, *, random_state=0, dtype=np.float64):
+def knn_kernel(X, n_neighbors=15, gamma=1.0, *, random_state=0, dtype=np.float64, return_gamma=False):
     """Gaussian weights on the symmetrised kNN graph, as CSR (self-loops kept).
 
     ``K_ij = exp(-||x_i - x_j||^2 / gamma)`` when j is among the k nearest
     neighbours of i or i among those of j, else 0; ``K_ii = 1``.  The weight
     is a function of the distance only, so the union of the two directed
-    edges carries one value and ``K`` is exactly symmetric.
+    edges carries one value and ``K`` is exactly symmetric.  ``gamma`` is a
+    squared distance (the inverse of scikit-learn's rbf ``gamma``);
+    ``"median"`` takes the median squared distance over the kNN pairs (each
+    point to its ``n_neighbors - 1`` nearest others, self-loops left out).
+    ``return_gamma``: return ``(K, gamma used)``.
 
     Warns when the graph has more than one connected component: spectral
     clustering then sees each component as at least one cluster.
@@ -229,11 +314,16 @@ def knn_kernel(X, n_neighbors=15, gamma=1.0, *, random_state=0, dtype=np.float64
 
     from .affinity_numba import gaussian_weights
 
-    if not gamma > 0:
+    median = isinstance(gamma, str)
+    if median and gamma != "median":
+        raise UserError(f"gamma must be a number > 0 or \"median\", got {gamma!r}")
+    if not median and not gamma > 0:
         raise UserError(f"gamma must be > 0, got {gamma}")
     Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
     n = Xd.shape[0]
     ind, dist = knn_graph(Xd, n_neighbors, random_state=random_state)
+    if median:
+        gamma = _positive_median(dist[:, 1:].ravel() ** 2, f"the {n_neighbors}-nearest-neighbour pairs")
     w = np.empty(dist.size)
     gaussian_weights(dist.ravel(), float(gamma), w)
     rows = np.repeat(np.arange(n), ind.shape[1])
@@ -255,4 +345,4 @@ def knn_kernel(X, n_neighbors=15, gamma=1.0, *, random_state=0, dtype=np.float64
         warnings.warn(f"kNN graph (k={n_neighbors}) has {ncomp} connected components: {cause}; clustering goes "
                       "on, each component adds an eigenvalue at the top of the spectrum",
                       RuntimeWarning, stacklevel=2)
-    return K.astype(dtype)
+    return (K.astype(dtype), float(gamma)) if return_gamma else K.astype(dtype)

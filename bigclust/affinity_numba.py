@@ -1,7 +1,7 @@
 """Numba kernels of :mod:`bigclust.affinity`.
 
 Serial and ``nogil``: they run inside Dask blocks, which supply the
-parallelism (DESIGN.md section 3.3).
+parallelism (one level of parallelism per stage).
 """
 import math
 

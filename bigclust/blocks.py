@@ -198,7 +198,7 @@ def map_blocks(client, ring, blocks, fn, src, dtype, dst, *args):
 
     ``fn(block, row0, serial, *args) -> (result, to_write)``: ``serial`` is True
     inside a Dask task (use the serial ``nogil`` kernel there: one level of
-    parallelism, DESIGN.md 3.3); ``to_write`` is written to the same rows of
+    parallelism per stage); ``to_write`` is written to the same rows of
     ``dst`` unless ``dst`` is None.  ``ring``: three reusable block buffers
     (in-process runs; keep it across passes to avoid re-allocating).
     """

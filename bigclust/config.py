@@ -5,6 +5,16 @@ Every scalar parameter may be given as a list, which sweeps it; the grid is
 the Cartesian product of all swept parameters.  Everything is checked before
 any work starts and every error names the file, the key and what was expected
 (:class:`bigclust.errors.ConfigError`).
+
+Conventions: ``[affinity] gamma`` is the width of the Gaussian kernel
+``exp(-||x_i - x_j||^2 / gamma)``, a squared distance (the inverse of
+scikit-learn's rbf ``gamma``), or ``"median"``: the median squared distance
+over the kernel's pairs, resolved by the affinity stage (recorded as
+``gamma_used``).  ``[store] path`` and ``[output] dir`` default to
+``<config stem>.zarr`` and ``<config stem>-results`` beside the config file;
+``[method] names`` to ``kmeans, ra, ncut, sk, bbs``.  ``[data] label_column =
+false`` (or ``"none"``) declares unlabelled data and then needs
+``[cluster] n_clusters``.
 """
 from __future__ import annotations
 
@@ -33,6 +43,7 @@ class Key:
     expect: str = ""          # what the check wants, for the error message
     sweep: bool = True        # may be given as a list of values
     required: bool = False
+    added: bool = False       # a later key: left out of Config.hash at its default, so earlier runs keep theirs
 
 
 def _choice(*values):
@@ -52,10 +63,18 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "name": Key(str, None, sweep=False),
         "path": Key(str, None, sweep=False),
         "root": Key(str, None, sweep=False),
-        "label_column": Key(int, -1, sweep=False),
+        # an index (negative: from the end), a header column name, or false / "none": no labels
+        "label_column": Key((int, str, bool), -1, lambda v: v is False or (v is not True and v != ""),
+                            'a column index, a column name from the header, or false / "none" (no labels)',
+                            sweep=False),
+        "header": Key((bool, str), "auto", lambda v: v in (True, False) or v == "auto",
+                      'true, false or "auto" (a first line that is not all numbers is a header)', sweep=False,
+                      added=True),
         "chunk_rows": _pos(int, 4096, sweep=False),
     },
     "preprocess": {
+        # zero mean, unit variance per feature (sparse: unit variance only)
+        "standardize": Key(bool, False, added=True),
         "l2_normalize": Key(bool, True),
         "pca": _nonneg(int, 0),
         "tfidf": Key(bool, True),           # weight sparse (count) data by tf-idf; false: take them as they are
@@ -65,13 +84,15 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "affinity": {
         "kind": Key(str, "gaussian", lambda v: v in AFFINITIES, "one of " + ", ".join(AFFINITIES)),
-        "gamma": _pos(float, 1.0),
+        # exp(-d^2 / gamma): a squared distance; "median": the median squared distance of the kernel's pairs
+        "gamma": Key((float, str), 1.0, lambda v: v == "median" or (not isinstance(v, str) and v > 0),
+                     '> 0 or "median"'),
         "n_neighbors": Key(int, 15, lambda v: v >= 2, ">= 2"),
         "dtype": _choice("float64", "float32"),
     },
     "method": {
         # checked against the registry in from_dict; each method's own parameters are in its section
-        "names": Key(list, ["kmeans", "ra", "ncut"], sweep=False),
+        "names": Key(list, ["kmeans", "ra", "ncut", "sk", "bbs"], sweep=False),
     },
     "embed": {
         "n_components": Key(int, 0, lambda v: v == 0 or v >= 1, "0 (= number of clusters) or >= 1"),
@@ -103,13 +124,14 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "n_workers": _pos(int, 1, sweep=False),
     },
     "store": {
-        "path": Key(str, None, sweep=False, required=True),
+        "path": Key(str, None, sweep=False),          # default: <config stem>.zarr beside the config
         "max_memory": Key((str, int), "4GB", sweep=False),
         # "results": delete dense kernels (and subsets' copies of the rows) at the end of a run
-        "keep": Key(str, "all", lambda v: v in ("all", "results"), "one of 'all', 'results'", sweep=False),
+        "keep": Key(str, "all", lambda v: v in ("all", "results"), "one of 'all', 'results'", sweep=False,
+                    added=True),
     },
     "output": {
-        "dir": Key(str, None, sweep=False, required=True),
+        "dir": Key(str, None, sweep=False),           # default: <config stem>-results beside the config
         "plots": Key(bool, True, sweep=False),
     },
 }
@@ -161,8 +183,17 @@ class Config:
 
     @property
     def hash(self) -> str:
-        """Hash of the validated content (not of the file's spelling)."""
-        return stable_hash(self.sections)
+        """Hash of the validated content (not of the file's spelling).
+
+        Keys added to the schema later (``Key.added``) count only when they
+        differ from their default, so the output folder of a run made before
+        they existed is still recognised as this config's.
+        """
+        full = schema()
+        return stable_hash({sec: {k: v for k, v in keys.items()
+                                  if not (sec in full and k in full[sec] and full[sec][k].added
+                                          and v == full[sec][k].default)}
+                            for sec, keys in self.sections.items()})
 
     @property
     def max_memory(self) -> int:
@@ -189,7 +220,8 @@ def _type_name(t):
 def _check_value(where, spec: Key, value):
     """Coerce int→float where a number is wanted and check type and range."""
     t = spec.type
-    if t is float and isinstance(value, int) and not isinstance(value, bool):
+    wants_float = t is float or (isinstance(t, tuple) and float in t)
+    if wants_float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     ok = isinstance(value, t) and not (isinstance(value, bool) and t in (int, float, (str, int)))
     if not ok:
@@ -283,6 +315,15 @@ def from_dict(raw: dict, path: Path | str = "<config>") -> Config:
             out[key] = value
         sections[sec] = out
     data = sections["data"]
+    if data["label_column"] is False or data["label_column"] == "none":
+        data["label_column"] = None                  # no labels
+    if data["label_column"] is None and not sections["cluster"]["n_clusters"]:
+        raise ConfigError(f"{path}: [data] label_column = false (no labels): set [cluster] n_clusters, "
+                          "the number of clusters cannot be taken from the labels")
+    if sections["store"]["path"] is None:
+        sections["store"]["path"] = f"{path.stem}.zarr"
+    if sections["output"]["dir"] is None:
+        sections["output"]["dir"] = f"{path.stem}-results"
     if (data["name"] is None) == (data["path"] is None):
         raise ConfigError(f"{path}: [data] needs exactly one of 'name' (a registered data set) or 'path' (a file)")
     if data["name"] is not None:

@@ -11,7 +11,8 @@ does not fit ``max_memory`` is normalised out of core.
 
 As in the pipeline, data are stored as float32 and the Gaussian kernel is
 ``exp(-||x_i - x_j||^2 / gamma)`` -- gamma is a squared length, the inverse
-of scikit-learn's ``rbf`` parameter.
+of scikit-learn's ``rbf`` parameter; ``gamma="median"`` takes the data's
+median squared distance.  Defaults follow scikit-learn's (``n_init=10``).
 """
 from __future__ import annotations
 
@@ -64,6 +65,11 @@ def _check_X(est, X):
     X = check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32], ensure_min_samples=2)
     est.n_features_in_ = X.shape[1]
     return X
+
+
+def _gamma(gamma):
+    """``"median"`` as it is, anything else as a float (the config refuses other strings, as a ValueError)."""
+    return gamma if isinstance(gamma, str) else float(gamma)
 
 
 def _seed(random_state) -> int:
@@ -130,8 +136,11 @@ class SpectralClustering(_PipelineEstimator):
         ``gaussian``: dense ``exp(-||x_i - x_j||^2 / gamma)``; ``knn``: the same
         weights on the symmetrised k-nearest-neighbour graph (sparse);
         ``linear``, ``cosine``, ``cosine2``: inner products (cosine2 is its square).
-    gamma : float, default=1.0
-        Width of the Gaussian, a squared distance (the inverse of scikit-learn's rbf ``gamma``).
+    gamma : float or "median", default=1.0
+        Width of the Gaussian ``exp(-||x_i - x_j||^2 / gamma)``, a squared distance: the inverse of
+        scikit-learn's rbf ``gamma`` (theirs ``g`` is ours ``1 / g``).  ``"median"``: the median squared
+        distance over the kernel's pairs (all pairs, or a seeded sample of 2**20 for large n; knn: the
+        kNN pairs); ``gamma_`` holds the value used.
     n_neighbors : int, default=15
         Neighbours per point for ``affinity="knn"``.
     normalization : {"bbs", "sk", "ncut", "ra", "rc"}, default="bbs"
@@ -170,6 +179,8 @@ class SpectralClustering(_PipelineEstimator):
         Iterations of the normalisation solver.
     normalization_info_ : dict
         ``n_iter``, ``row_err`` (max row-sum error), ``MB``, ``out_of_core``, ``components``.
+    gamma_ : float or None
+        The Gaussian width used (``gamma``, or what ``"median"`` stood for); None for the other affinities.
     n_features_in_ : int
     """
 
@@ -200,7 +211,7 @@ class SpectralClustering(_PipelineEstimator):
             "data": {"path": "<array>"},
             # sparse input is taken as it is (the pipeline's tf-idf defaults are for word counts)
             "preprocess": {"l2_normalize": bool(self.l2_normalize), "tfidf": False},
-            "affinity": {"kind": self.affinity, "gamma": float(self.gamma), "n_neighbors": self.n_neighbors},
+            "affinity": {"kind": self.affinity, "gamma": _gamma(self.gamma), "n_neighbors": self.n_neighbors},
             "method": {"names": [self.normalization]},
             self.normalization: method,
             "cluster": {"n_clusters": self.n_clusters, "n_init": self.n_init, "max_iter": self.max_iter,
@@ -238,9 +249,10 @@ class SpectralClustering(_PipelineEstimator):
         if self.n_clusters == 1:  # one cluster holds every sample; there is nothing to compute
             self.labels_ = np.zeros(X.shape[0], dtype=np.int64)
             self.affinity_matrix_ = self.embedding_ = None
-            self.inertia_, self.n_iter_, self.normalization_info_ = float("nan"), 0, {}
+            self.inertia_, self.n_iter_, self.normalization_info_, self.gamma_ = float("nan"), 0, {}, None
             return self
         res = run_estimator(self._config(_seed(self.random_state)), X, self.scheduler)
+        self.gamma_ = res["record"].get("gamma_used", res["record"]["params"].get("gamma"))
         self.labels_ = res["labels"]
         self.affinity_matrix_ = res["K"]
         self.embedding_ = res["E"]
@@ -313,8 +325,9 @@ class NMFClustering(_PipelineEstimator):
     kernel : {"linear", "cosine2", "gaussian", "knn", "cosine"}, default="linear"
         Bilinear model only.  ``linear``: ``K = X X^T``, never formed (O(nnz k)
         per iteration); the others are built as in :class:`SpectralClustering`.
-    gamma, n_neighbors : float, int
-        Kernel parameters (Gaussian width as a squared distance; kNN size).
+    gamma, n_neighbors : float or "median", int
+        Kernel parameters (Gaussian width ``exp(-d^2 / gamma)`` as a squared distance, the inverse of
+        scikit-learn's; ``"median"`` as in :class:`SpectralClustering`; kNN size).
     ncw : bool, default=False
         Normalised cut weighting: documents weighted by ``d_i^(-1/2)``, ``d = K 1``.
     solver : {"mu", "hals"}, default="mu"
@@ -370,7 +383,7 @@ class NMFClustering(_PipelineEstimator):
         return {
             "data": {"path": "<array>"},
             "preprocess": {"l2_normalize": False, "tfidf": False},
-            "affinity": {"kind": self.kernel, "gamma": float(self.gamma), "n_neighbors": self.n_neighbors},
+            "affinity": {"kind": self.kernel, "gamma": _gamma(self.gamma), "n_neighbors": self.n_neighbors},
             "method": {"names": [name]},
             name: section,
             "cluster": {"n_clusters": self.n_clusters, "seed": seed},

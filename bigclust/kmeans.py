@@ -4,7 +4,7 @@ The papers "ran Matlab kmeans 100 times" and report the average and the
 maximum of each metric over the restarts, so both functions return the labels
 of every restart (:class:`KMeansResult`), not only the best one.
 
-Randomness follows DESIGN.md 3.5: ``random_state`` is turned into one
+Randomness: ``random_state`` is turned into one
 ``uint64`` seed per restart up front, and the kernels draw from their own
 per-restart generator, so labels depend only on the seed -- not on the number
 of Numba threads, nor (for :func:`minibatch_kmeans`) on the chunking of a Dask

@@ -126,6 +126,8 @@ class Runner:
         """Ingest and preprocess; returns (preprocess key, ingest attrs, labels or None)."""
         d, pre = point["data"], point["preprocess"]
         ident = {k: d[k] for k in ("name", "path", "label_column")}
+        if d.get("header", "auto") != "auto":  # left out when auto: stores ingested before keep their keys
+            ident["header"] = d["header"]
         if self.source is not None:
             ident = {"array": self.source.info.name}
         elif d["path"]:
@@ -147,7 +149,8 @@ class Runner:
         pp = stages.PreprocessParams(
             input=ing_key, l2_normalize=pre["l2_normalize"], pca=pre["pca"],
             tfidf_local=pre["tfidf_local"] if text else None, tfidf_global=pre["tfidf_global"] if text else None,
-            tfidf_normalize=pre["tfidf_normalize"] if text else None, chunk_rows=d["chunk_rows"])
+            tfidf_normalize=pre["tfidf_normalize"] if text else None, chunk_rows=d["chunk_rows"],
+            standardize=pre["standardize"])
         pre_key = self._stage(PREPROCESS, pp, _fmt({k: v for k, v in hashed(pp).items() if v is not None and k != "input"}))
         y = None
         if ia["has_labels"]:
@@ -226,6 +229,12 @@ class Runner:
                 if attr in self.attrs(stage, key):
                     rec[attr] = self.attrs(stage, key)[attr]
         rec["seconds"] = float(sum(self.attrs(*sk)["seconds"] for sk in dict.fromkeys(chain)))
+        used = [self.attrs(*sk)["gamma_used"] for sk in chain if sk[0] == "affinity"
+                and self.attrs(*sk)["params"].get("gamma") == "median" and "gamma_used" in self.attrs(*sk)]
+        if used:  # gamma = "median": the width it stood for (one per kernel when the method combines several)
+            rec["gamma_used"] = used[0] if len(used) == 1 else used
+        # y is None for unlabelled data ([data] label_column = false, an .npz without y): the record then has
+        # no acc_*/nmi_* keys, and the report shows what needs no labels
         if y is not None:
             acc, nmi = batch_scores(y, labels, norm=point["evaluate"]["nmi_norm"])
             best = last.get("best", 0)

@@ -1,6 +1,6 @@
 """Memory planning: in memory or out of core, and rows per streamed block.
 
-Pure integer arithmetic, no I/O (DESIGN.md 3.7): every rule that decides
+Pure integer arithmetic, no I/O: every rule that decides
 where an array lives or how many rows a block holds is here, once, so that it
 can be property-tested (``tests/test_plan.py``: a plan never holds more than
 its budget) and so that the pipeline, the stages and the out-of-core solvers

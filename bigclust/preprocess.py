@@ -1,9 +1,9 @@
-"""Row-wise preprocessing: L2 normalisation, PCA, and text weighting (tf-idf).
+"""Row-wise preprocessing: standardisation, L2 normalisation, PCA, and text weighting (tf-idf).
 
 All functions take a dense ndarray or a scipy.sparse matrix with samples in
 rows and return the same kind of object; they are applied per row chunk by the
 pipeline, so none of them may look at more than one row at a time unless it
-says so (PCA and idf need global statistics, computed in a first pass).
+says so (PCA, idf and the standardisation need global statistics, computed in a first pass).
 """
 from __future__ import annotations
 
@@ -165,3 +165,72 @@ def tfidf(X, local="tf", global_="idf", normalize=True, idf=None):
         data *= inv[rows]
     Xw = sp.csr_matrix(Xw, dtype=np.float32)
     return (Xw.toarray() if dense_in else Xw), idf
+
+
+def _moments(X):
+    """``(rows, mean, sum of squared deviations)`` per column of one block, in float64."""
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float64)
+        n = X.shape[0]
+        mean = np.asarray(X.sum(axis=0)).ravel() / max(n, 1)
+        sq = np.asarray(X.multiply(X).sum(axis=0)).ravel()
+        return n, mean, np.maximum(sq - n * mean * mean, 0.0)   # sparse blocks: sums, no dense copy
+    X = np.asarray(X, dtype=np.float64)
+    mean = X.mean(axis=0) if X.shape[0] else np.zeros(X.shape[1])
+    return X.shape[0], mean, ((X - mean) ** 2).sum(axis=0)
+
+
+def standardize_fit(blocks):
+    """Per-column mean and scale (population standard deviation) over row blocks, streamed.
+
+    The per-block moments are merged with Chan et al.'s pairwise update, so
+    no block is held after its pass and large column means do not cancel the
+    variance (as ``E[x^2] - E[x]^2`` would).  A column of zero variance gets
+    scale 1 (it stays constant), as in scikit-learn's ``StandardScaler``.
+
+    Parameters
+    ----------
+    blocks : iterable of ndarray or scipy.sparse matrix
+        The rows, in blocks of any size with the same columns.
+
+    Returns
+    -------
+    mean, scale : ndarray float64 (d,)
+    """
+    n, mean, m2 = 0, None, None
+    for blk in blocks:
+        nb, mb, m2b = _moments(blk)
+        if nb == 0:
+            continue
+        if mean is None:
+            n, mean, m2 = nb, mb, m2b
+            continue
+        delta = mb - mean
+        tot = n + nb
+        mean = mean + delta * (nb / tot)
+        m2 = m2 + m2b + delta * delta * (n * nb / tot)
+        n = tot
+    if mean is None:
+        raise DataError("cannot standardize: the data have no rows")
+    scale = np.sqrt(m2 / n)
+    # a constant column (up to rounding of its mean) keeps scale 1, as scikit-learn's StandardScaler does
+    tiny = 10 * np.finfo(np.float64).eps * np.maximum(np.abs(mean), 1.0)
+    scale[scale <= tiny] = 1.0
+    return mean, scale
+
+
+def standardize(X, mean, scale):
+    """Rows of ``X`` with zero mean and unit variance per column (``(x - mean) / scale``).
+
+    Sparse ``X`` is only scaled (``x / scale``): subtracting the mean would
+    make every entry non-zero; its columns get unit variance, not zero mean
+    (scikit-learn's ``StandardScaler(with_mean=False)``).  Returns float32
+    for float32 input, float64 otherwise.
+    """
+    inv = 1.0 / np.asarray(scale, dtype=np.float64)
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.result_type(X.dtype, np.float32), copy=True)
+        X.data *= inv[X.indices].astype(X.dtype)
+        return X
+    dtype = np.float32 if np.asarray(X).dtype == np.float32 else np.float64
+    return ((np.asarray(X, dtype=np.float64) - mean) * inv).astype(dtype)

@@ -36,17 +36,23 @@ from .stages_data import ingest, open_source, preprocess, subset  # noqa: F401  
 
 #: metadata of a field that is passed to the stage but not hashed into its key
 RUNTIME = {"hash": False}
+#: metadata of a field added later: hashed only when it differs from its default, so stores keep their keys
+ADDED = {"hash": "unless-default"}
+
+
+def _hashed_field(p, f) -> bool:
+    h = f.metadata.get("hash", True)
+    return h is True or (h == "unless-default" and getattr(p, f.name) != f.default)
 
 
 def stage_key(p) -> str:
     """The store key of a stage instance: a hash of its parameter dataclass (RUNTIME fields left out)."""
-    return stable_hash({f.name: getattr(p, f.name) for f in dataclasses.fields(p)
-                        if f.metadata.get("hash", True)})
+    return stable_hash(hashed(p))
 
 
 def hashed(p) -> dict:
     """The hashed fields of a parameter dataclass (what the store records as the instance's params)."""
-    return {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.metadata.get("hash", True)}
+    return {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if _hashed_field(p, f)}
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,7 @@ class PreprocessParams:
     tfidf_global: str | None
     tfidf_normalize: bool | None
     chunk_rows: int = field(default=4096, metadata=RUNTIME)
+    standardize: bool = field(default=False, metadata=ADDED)
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,7 @@ class AffinityParams:
     src: str                                      # stage of the input: preprocess, or subset
     kind: str
     dtype: str
-    gamma: float | None                           # None for the kinds without a width
+    gamma: float | str | None                     # None for the kinds without a width; "median": from the data
     n_neighbors: int | None                       # kNN only
     seed: int | None                              # kNN only (approximate search)
     chunk_rows: int = field(default=0, metadata=RUNTIME)   # rows per stored chunk (dense); values do not depend on it
@@ -173,22 +180,30 @@ class StageDef:
 
 
 def affinity(store_path, key, attrs, p: AffinityParams, **_):
-    """The kernel matrix K into ``stages/affinity/<key>`` (dense row chunks or CSR)."""
-    from .affinity import check_gaussian_width, dense_kernel, knn_kernel
+    """The kernel matrix K into ``stages/affinity/<key>`` (dense row chunks or CSR).
+
+    ``gamma = "median"`` is resolved here, from the stage's input rows, and
+    the width used is kept as the attribute ``gamma_used`` (reported).
+    """
+    from .affinity import check_gaussian_width, dense_kernel, knn_kernel, resolve_gamma
 
     store = Store(store_path)
     X = read_matrix(store.open(p.src, p.input), "X")
     dtype = np.dtype(p.dtype)
     with store.write("affinity", key, attrs) as g:
+        gamma = p.gamma
         if p.kind == "knn":
-            K = knn_kernel(X, p.n_neighbors, p.gamma, random_state=p.seed, dtype=dtype)
+            K, gamma = knn_kernel(X, p.n_neighbors, p.gamma, random_state=p.seed, dtype=dtype, return_gamma=True)
             write_csr(g, "K", K)
         else:
             if p.kind == "gaussian":
-                check_gaussian_width(X, p.gamma)
-            K = dense_kernel(X, p.kind, 1.0 if p.gamma is None else p.gamma, dtype=dtype,
+                gamma = resolve_gamma(X, p.gamma)
+                check_gaussian_width(X, gamma)
+            K = dense_kernel(X, p.kind, 1.0 if gamma is None else gamma, dtype=dtype,
                              block_bytes=p.chunk_rows * X.shape[0] * dtype.itemsize)
             write_dense(g, "K", K, chunk_rows=K.chunks[0][0], compress=False)
+        if gamma is not None:
+            g.attrs["gamma_used"] = float(gamma)
 
 
 # -- normalise + embed ----------------------------------------------------------
@@ -219,8 +234,8 @@ def embed(store_path, key, attrs, p: EmbedParams, *, y=None, client=None, **_):
             _embed_streamed(g, P, scale, info, time.perf_counter() - t0, p, y, **extra, **_alpha(info))
         return
     Ks = [read_matrix(gr, "K") for gr in groups]  # float32 kernels stay float32 (half the bytes per pass)
-    # disconnected graphs are said before the eigensolver meets them (DESIGN.md 3.8); a kNN
-    # kernel said so when it was built (naming the cause: n_neighbors or gamma)
+    # disconnected graphs are said before the eigensolver meets them (one warning line, not a solver
+    # failure); a kNN kernel said so when it was built (naming the cause: n_neighbors or gamma)
     n_in = [components(K)[0] if sp.issparse(K) else check_connected(K) for K in Ks]
     P, info = m.normalize(Ks if m.combine else Ks[0], mp, y)
     t_norm = time.perf_counter() - t0

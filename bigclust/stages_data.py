@@ -4,6 +4,7 @@ a few classes (paper 001's protocol).  Their parameter dataclasses and registrat
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,7 +33,7 @@ def open_source(data: dict, base):
         return open_dataset(data["name"], root)
     p = Path(data["path"])
     p = p if p.is_absolute() else Path(base) / p
-    return open_file(p, label_column=data.get("label_column", -1))
+    return open_file(p, label_column=data.get("label_column", -1), header=data.get("header", "auto"))
 
 
 def _check_finite(X, row0, name):
@@ -102,15 +103,17 @@ def _l2_block(X, block_info=None):
 
 
 def preprocess(store_path, key, attrs, p: PreprocessParams, **_):
-    """tf-idf (sparse text), L2 normalisation and PCA, into ``stages/preprocess/<key>``.
+    """tf-idf (sparse text), standardisation, L2 normalisation and PCA, in that order, into
+    ``stages/preprocess/<key>``.
 
-    Dense data are transformed block by block through Dask; sparse text
+    Dense data are transformed block by block through Dask (the standardisation's
+    means and variances in a first streamed pass over the row chunks); sparse text
     (a few tens of thousands of documents) is weighted in memory because idf
-    needs every document first.
+    needs every document first, and is standardised by scaling only.
     """
     import dask.array as da
 
-    from .preprocess import l2_normalize, pca_fit, pca_transform, tfidf
+    from .preprocess import l2_normalize, pca_fit, pca_transform, standardize, standardize_fit, tfidf
 
     store = Store(store_path)
     src = store.open("ingest", p.input)
@@ -125,6 +128,8 @@ def preprocess(store_path, key, attrs, p: PreprocessParams, **_):
                 if empty.size:
                     raise DataError(f"{empty.size} document(s) have no terms left after stop words and "
                                     f"min_df (first: row {int(empty[0])}); they cannot be clustered")
+            if p.standardize:
+                X = standardize(X, *standardize_fit([X]))
             if params["l2_normalize"]:
                 X = l2_normalize(X)
             if params["pca"]:
@@ -134,6 +139,9 @@ def preprocess(store_path, key, attrs, p: PreprocessParams, **_):
                 write_csr(g, "X", X.astype(np.float32))
         else:
             Xd = read_matrix(src, "X", lazy=True)
+            if p.standardize:  # one streamed pass for the statistics, then block by block
+                mean, scale = standardize_fit(Xd.blocks[i].compute() for i in range(Xd.numblocks[0]))
+                Xd = Xd.map_blocks(functools.partial(standardize, mean=mean, scale=scale), dtype=np.float32)
             if params["l2_normalize"]:
                 Xd = Xd.map_blocks(_l2_block, dtype=Xd.dtype)
             if params["pca"]:

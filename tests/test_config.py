@@ -44,7 +44,7 @@ def test_hash_depends_on_content_not_spelling():
     ({"affinity": {"gamma": -1.0}}, "[affinity] gamma: expected > 0"),
     ({"affinity": {"gamma": [1.0, 0.0]}}, "[affinity] gamma[1]: expected > 0"),
     ({"affinity": {"gama": 1.0}}, "unknown key [affinity] 'gama'"),
-    ({"affinity": {"gamma": "big"}}, "[affinity] gamma: expected a number, got 'big'"),
+    ({"affinity": {"gamma": "big"}}, '[affinity] gamma: expected > 0 or "median", got \'big\''),
     ({"cluster": {"n_init": 2.5}}, "[cluster] n_init: expected an integer"),
     ({"cluster": {"n_init": True}}, "[cluster] n_init: expected an integer"),
     ({"cluster": {"n_clusters": 1}}, "[cluster] n_clusters: expected 0 (= number of classes) or >= 2"),
@@ -70,10 +70,13 @@ def test_errors_name_file_key_and_expectation(over, needle):
     assert msg.startswith("x.toml") and "\n" not in msg
 
 
-def test_missing_required_key():
-    raw = {"data": {"name": "optdigits"}, "output": {"dir": "o"}}
-    with pytest.raises(ConfigError, match=r"\[store\] path: missing required key"):
-        from_dict(raw, "x.toml")
+def test_store_and_output_default_beside_the_config(tmp_path):
+    """[store] path and [output] dir are optional: <stem>.zarr and <stem>-results next to the config file."""
+    c = from_dict({"data": {"name": "optdigits"}}, tmp_path / "wine.toml")
+    assert c.resolve(c.sections["store"]["path"]) == tmp_path / "wine.zarr"
+    assert c.resolve(c.sections["output"]["dir"]) == tmp_path / "wine-results"
+    c = from_dict({"data": {"name": "optdigits"}, "store": {"path": "s.zarr"}}, tmp_path / "x.toml")
+    assert c.resolve(c.sections["store"]["path"]) == tmp_path / "s.zarr"
 
 
 def test_load_reports_bad_toml_and_missing_file(tmp_path):

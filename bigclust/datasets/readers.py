@@ -189,9 +189,9 @@ def _read(f, n, path):
 def iter_lines(path) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line)`` of a (possibly compressed) latin-1 text file."""
     lineno = 0
-    with open_binary(path) as f:
+    with open_binary(path) as f, io.TextIOWrapper(f, encoding="latin-1") as text:
         try:
-            for lineno, line in enumerate(io.TextIOWrapper(f, encoding="latin-1"), 1):
+            for lineno, line in enumerate(text, 1):
                 yield lineno, line
         except _STREAM_ERRORS as exc:
             raise DataError(f"{path}: compressed data are truncated or corrupt after line "
@@ -292,16 +292,19 @@ def _split(line, sep):
     return line.split(sep) if sep else line.split()
 
 
-def scan_table(path, sep, label_column):
+def scan_table(path, sep, label_column, header=False):
     """First pass over a delimited file: ``(n_rows, n_fields, label keys)``.
 
     The keys are a dict ``{key: (rows with it, first line)}`` (iterating it
-    gives the keys, as a set would).
+    gives the keys, as a set would).  ``header``: skip the first non-empty line.
     """
     n_rows, n_fields, keys = 0, None, {}
     for lineno, line in iter_lines(path):
         line = line.strip()
         if not line:
+            continue
+        if header:
+            header = False
             continue
         fields = _split(line, sep)
         if n_fields is None:
@@ -354,7 +357,7 @@ def warn_stray_labels(path, keys: dict):
 
 
 def iter_table(path, *, sep, label_column, classes: dict | None, n_fields: int | None,
-               block_rows: int):
+               block_rows: int, header: bool = False):
     """Yield ``(X float32, y)`` blocks of a delimited text file, line by line.
 
     Parameters
@@ -368,11 +371,16 @@ def iter_table(path, *, sep, label_column, classes: dict | None, n_fields: int |
         Label key (see `label_key`) -> class index.
     n_fields : int or None
         Fields per row, label included; None: fixed by the first row.
+    header : bool
+        Skip the first non-empty line (column names).
     """
     rows, ys, linenos = [], [], []
     for lineno, line in iter_lines(path):
         line = line.strip()
         if not line:
+            continue
+        if header:
+            header = False
             continue
         fields = _split(line, sep)
         if n_fields is None:

@@ -267,7 +267,7 @@ def _in_memory(path, fmt, X, keys):
                         lambda hint: iter([(X, y)]), sp.issparse(X))
 
 
-def open_file(path, fmt: str | None = None, label_column: int | None = -1) -> Source:
+def open_file(path, fmt: str | None = None, label_column: int | str | None = -1, header="auto") -> Source:
     """Open one data file of a generic format as a `Source`.
 
     Parameters
@@ -277,10 +277,15 @@ def open_file(path, fmt: str | None = None, label_column: int | None = -1) -> So
         None: from the extension: ``.npy``; ``.npz``; ``.csv``, ``.txt``,
         ``.data``, ``.dat``; ``.svm``, ``.libsvm``, ``.svmlight``; ``.mat``.
         Text formats may be compressed (``.gz`` or ``.Z`` after it).
-    label_column : int or None
+    label_column : int, str or None
         For csv and npy, the column holding the label (negative counts from
-        the end); None: no labels, every row has y = -1.  A .npz holds arrays
-        ``X`` and (optionally) ``y``; a .mat holds ``X``/``y`` or ``fea``/``gnd``.
+        the end), or for a csv with a header line the column's name; None: no
+        labels, every row has y = -1.  A .npz holds arrays ``X`` and
+        (optionally) ``y``; a .mat holds ``X``/``y`` or ``fea``/``gnd``.
+    header : bool or "auto"
+        csv only: whether the first line holds column names.  ``"auto"``
+        (default): it does when one of its fields (other than an integer
+        label column) is not a number.
 
     Returns
     -------
@@ -291,38 +296,52 @@ def open_file(path, fmt: str | None = None, label_column: int | None = -1) -> So
         to count rows and collect labels).  svmlight rows are CSR unless at
         least half the entries are stored.  npy is streamed through a memory
         map and csv line by line; npz, svmlight and mat are loaded whole.
+        A label column with implausibly many classes or non-integer numbers
+        is a warning (:func:`bigclust.datasets.tabular.warn_implausible_labels`).
 
     Raises
     ------
     DataError
         Unknown format, missing or malformed file.
     """
+    from .tabular import detect_header, first_line, label_index, warn_implausible_labels
+
     path = Path(path).expanduser()
     fmt = _guess_format(path) if fmt is None else fmt
     if fmt not in FORMATS:
         raise DataError(f"unknown file format {fmt!r}; known: {', '.join(FORMATS)}")
     if not path.is_file():
         raise DataError(f"{path} does not exist")
+    if isinstance(label_column, str) and fmt != "csv":
+        raise DataError(f"{path}: label_column {label_column!r} is a column name; a {fmt} file has no header, "
+                        "give the column's index")
     if fmt == "csv":
-        lines = iter_lines(path)
-        first = next((line for _, line in lines if line.strip()), "")
-        lines.close()  # the file is closed now, not whenever the generator is collected
+        first = first_line(path)
         sep = "," if "," in first else None
-        n, n_fields, keys = scan_table(path, sep, label_column)
+        names = detect_header(path, first, sep, label_column, header)
+        label_column = label_index(path, label_column, names)
+        n, n_fields, keys = scan_table(path, sep, label_column, header=names is not None)
         warn_stray_labels(path, keys)
         classes = sorted_classes(keys) if label_column is not None else None
         index = {c: i for i, c in enumerate(classes)} if classes else None
-        return _file_source(path, fmt, n, n_fields - (label_column is not None), classes,
-                            lambda hint: iter_table(path, sep=sep, label_column=label_column,
-                                                    classes=index, n_fields=n_fields,
-                                                    block_rows=min(max(hint, 1024), 65536)))
-    if fmt == "npy":
-        return _file_source(path, fmt, *open_npy(path, label_column))
-    if fmt == "npz":
-        return _in_memory(path, fmt, *read_npz(path))
-    if fmt == "svmlight":
+        src = _file_source(path, fmt, n, n_fields - (label_column is not None), classes,
+                           lambda hint: iter_table(path, sep=sep, label_column=label_column,
+                                                   classes=index, n_fields=n_fields,
+                                                   block_rows=min(max(hint, 1024), 65536),
+                                                   header=names is not None))
+        if names is not None:
+            src._feature_names = [c for i, c in enumerate(names)
+                                  if label_column is None or i != label_column % len(names)]
+    elif fmt == "npy":
+        src = _file_source(path, fmt, *open_npy(path, label_column))
+    elif fmt == "npz":
+        src = _in_memory(path, fmt, *read_npz(path))
+    elif fmt == "svmlight":
         X, keys = read_svmlight(path)
         if X.nnz >= 0.5 * X.shape[0] * X.shape[1]:
             X = X.toarray()
-        return _in_memory(path, fmt, X, keys)
-    return _in_memory(path, fmt, *read_mat(path))
+        src = _in_memory(path, fmt, X, keys)
+    else:
+        src = _in_memory(path, fmt, *read_mat(path))
+    warn_implausible_labels(path, src.class_names, src.info.n_samples)
+    return src

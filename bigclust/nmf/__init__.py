@@ -244,7 +244,7 @@ def linear_nmf_streamed(read_block, block_bounds, n_features, n_components, *, s
         each ``args`` in order, e.g. Dask tasks.  ``fn`` is a module-level
         function (picklable); the default runs the blocks here, one at a time.
         ``fn`` calls the parallel (prange) kernels: run as tasks, give each
-        worker one Numba thread (DESIGN.md 3.3: one level of parallelism).
+        worker one Numba thread (one level of parallelism: tasks or threads, not both).
 
     Returns
     -------

@@ -1,7 +1,7 @@
 """Shared pieces of the NMF family: the info record, input checks, initialisation, labels.
 
 Public functions (:mod:`bigclust.nmf`) validate here once; the private
-drivers assume checked, canonical float64 input (DESIGN.md section 2).
+drivers assume checked, canonical float64 input (scikit-learn's split).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Numba kernels of :mod:`bigclust.nmf`: products with X or K, the fused factor updates, kernel k-means.
 
-Conventions (DESIGN.md section 3): float64 C-contiguous inputs (the Python
+Conventions: float64 C-contiguous inputs (the Python
 side converts), preallocated outputs documented IN / OUT / INOUT, no
 ``fastmath`` (every update divides; the denominators are guarded by ``EPS``
 explicitly).

@@ -5,8 +5,8 @@ Sinkhorn-Knopp (KL-nearest symmetric bi-stochastic matrix), Euclidean BBS
 (paper 000: ``min ||G - K||_F`` over symmetric bi-stochastic G, by the paper's
 alternating projection, Dykstra's method or a dual semismooth Newton method)
 and MBBS (several kernels, learnt weights), plus the quality measures MB and
-MC (paper 000, Eqs. 32-33).  DESIGN.md section 4 states the mathematics; the
-submodules derive it.
+MC (paper 000, Eqs. 32-33).  Each submodule's docstring states the
+mathematics it implements.
 
 Every function takes a dense ndarray or a scipy.sparse matrix and returns the
 same kind; sparse input is normalised on its stored pattern at O(nnz) per

@@ -2,7 +2,7 @@
 the MB/MC history, a preconditioned CG and CSR plumbing.
 
 Public functions validate here once; the private solvers assume checked,
-canonical input (scikit-learn's split, DESIGN.md section 2).
+canonical input (scikit-learn's split).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Semismooth Newton method on the dual of the Euclidean BBS problem.
 
-The exact BBS solution (paper 000, Eq. 10; DESIGN.md section 4) is
+The exact BBS solution (paper 000, Eq. 10) is
 ``G* = max(K + mu 1^T + 1 mu^T, 0)`` where ``mu`` solves the n equations
 
     F(mu)_i = sum_j max(K_ij + mu_i + mu_j, 0) - 1 = 0.

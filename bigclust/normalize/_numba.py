@@ -1,13 +1,13 @@
 """Numba kernels of :mod:`bigclust.normalize`.
 
-Plain functions over arrays writing into preallocated outputs (DESIGN.md 3.2);
+Plain functions over arrays writing into preallocated outputs;
 the CSR kernels (O(nnz) per pass) are in :mod:`bigclust.normalize._csr_numba`.
 Dense kernels take a row block ``K_block = K[row0:row0 + b]`` plus full
 length-n vectors, so the in-memory solvers (one block) and the out-of-core path
 (zarr row blocks) share them; ``*_serial`` twins (nogil, no prange) serve Dask
-blocks: one level of parallelism per stage (DESIGN.md 3.3).
+blocks: one level of parallelism per stage (Dask tasks or Numba threads, not both).
 
-Numerics (DESIGN.md 3.4).  Element values come from tiny strict-IEEE helpers
+Numerics.  Element values come from tiny strict-IEEE helpers
 (``_alt_value``, ``_pos_shift``, ``_scaled``), so ``G[i, j]`` and ``G[j, i]`` are
 the same operations on the same operands and BBS iterates stay exactly
 symmetric.  Only the float64 row-sum leaves are compiled with

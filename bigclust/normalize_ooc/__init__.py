@@ -4,7 +4,7 @@ When ``n^2`` entries do not fit ``max_memory``, K (read only) and the iterate
 (G for BBS, P for Sinkhorn) are zarr arrays chunked by rows.  Each iteration
 reads every row block once, runs the in-memory solver's Numba kernel on it and
 (for BBS) writes it back; only length-``n`` vectors persist between blocks, so
-memory is a few blocks whatever ``n`` (:mod:`bigclust.plan`, DESIGN.md 3.7); the
+memory is a few blocks whatever ``n`` (:mod:`bigclust.plan`); the
 streaming itself is :mod:`bigclust.blocks`, shared with the other method families.
 
 The results equal the in-memory ones bit for bit: every kernel works row by
@@ -20,7 +20,7 @@ the previous one.  With a ``dask.distributed`` client there is one task per row
 block per pass: it reads its block from the (shared) store, runs the serial
 ``nogil`` kernel, writes its rows back and returns its row sums.  Either way
 blocks are whole chunks of the written array, so no two writers share a chunk
-(one level of parallelism, DESIGN.md 3.3).
+(one level of parallelism: tasks, each with a serial kernel).
 """
 from ._io import N_SYMMETRY_ROWS
 from ._operator import blocked_matvec_operator

@@ -1,6 +1,6 @@
 """Augmented subspace clustering: Ak-SC and AkS-SC (paper 002, Abdolali & Gillis).
 
-Pipeline (DESIGN.md section 4)::
+Pipeline::
 
     augment -> unit-norm dictionary [X; X_aug] -> kNN supports N_i (without i and A(i))
             -> per-column self-expression C (SSC / LSR / LRR) -> fold back Cbar

@@ -1,7 +1,7 @@
 """Numba kernels of :mod:`bigclust.subspace`.
 
 Every column (sample) is independent: the in-memory kernels run ``prange``
-over columns and nothing else is parallel (DESIGN.md 3.3).  Inputs are
+over columns and nothing else is parallel (one level of parallelism).  Inputs are
 float64 / int64 C-contiguous arrays (the Python side converts), outputs are
 preallocated by the caller; arguments are documented IN / OUT / INOUT.
 
@@ -11,7 +11,7 @@ indices) is the support N_i of column i.  With A = D[N_i]^T (d, k) the
 per-column Gram matrix is ``G = A^T A`` (k, k) and ``b = A^T x_i``.
 
 No ``fastmath`` anywhere: the soft-thresholding compares with thresholds and
-the stopping tests compare small residuals (DESIGN.md 3.4).
+the stopping tests compare small residuals (strict IEEE arithmetic).
 """
 import numpy as np
 from numba import prange

@@ -15,7 +15,7 @@ Both return ``(X_aug, origin)``: ``origin[a]`` is the index of the sample
 row ``a`` was made from (for interpolation ``origin`` is 2-D, one row of
 ``s`` source indices per new sample).
 
-Determinism (DESIGN.md 3.5): all random parameters (angles, scales) are
+Determinism: all random parameters (angles, scales) are
 drawn up front from ``check_random_state(random_state)`` in a fixed order,
 so the output depends only on the seed; :func:`augment_chunks` yields
 exactly the rows of :func:`augment_images` in the same order, whatever the

@@ -1,4 +1,4 @@
-"""Measurements of the subspace family (never asserted in tests; DESIGN.md section 5).
+"""Measurements of the subspace family (never asserted in tests: timings are noisy).
 
     python -m bigclust.subspace.bench admm   [--n 5000 --k 50 --d 100 --repeats 3]
     python -m bigclust.subspace.bench coil20 [--path .../COIL20.mat --k 10 --reg l1,l2 --repeats 3]
@@ -151,7 +151,7 @@ def main(argv=None):
     p.add_argument("--aug", default="none,coil20")
     p.add_argument("--svt", default="exact", help="LRR's SVT: exact, gram or randomized")
     p.add_argument("--tol", type=float, default=1e-7, help="LRR's stopping tolerance")
-    p.add_argument("--path", default=os.path.join(os.environ.get("BIGCLUST_DATA", "/work/shared/data"),
+    p.add_argument("--path", default=os.path.join(os.environ.get("BIGCLUST_DATA", "data"),
                                                   "coil20", "COIL20.mat"))
     a = p.parse_args(argv)
     if a.what == "admm":

@@ -1,4 +1,4 @@
-"""Self-expressive coefficients on a dictionary (paper 002, Eq. 6; DESIGN.md section 4, Ak-SC).
+"""Self-expressive coefficients on a dictionary (paper 002, Eq. 6: Ak-SC).
 
 For every sample x_i (unit norm) and its support N_i (k atoms of the unit-norm
 dictionary D), with A = D[N_i]^T:
@@ -7,7 +7,7 @@ dictionary D), with A = D[N_i]^T:
   ADMM, one independent problem per column (:func:`bigclust.subspace._numba.admm_columns`);
 * LSR (``"l2"``): ``min_c 1/2 ||x_i - A c||^2 + lam/2 ||c||^2``, closed form
   ``c = (A^T A + lam I)^{-1} A^T x_i`` (the ``lam/2`` makes the closed form
-  the one stated in DESIGN.md);
+  the one above);
 * LRR (``"nuclear"``): nuclear norm of the whole coefficient matrix, see
   :mod:`bigclust.subspace.lrr`.
 
