@@ -41,7 +41,10 @@ def _labels(tmp_path, store="store.zarr"):
 
 def test_failed_first_run_leaves_a_reusable_store(tmp_path):
     X, y = blobs(n=60)
-    _csv(tmp_path / "bad.csv", X, y, header=["a", "b", "c", "d", "e", "label"])  # a header: not a number
+    bad = _csv(tmp_path / "bad.csv", X, y)
+    lines = bad.read_text().splitlines()
+    lines[30] = lines[30].replace(lines[30].split(",")[2], "n/a", 1)  # a value that is not a number, mid-file
+    bad.write_text("\n".join(lines) + "\n")
     _csv(tmp_path / "good.csv", X, y)
     cfg = write_config(tmp_path, "bad.csv")
     with pytest.raises(DataError, match="not a number"):
