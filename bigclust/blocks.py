@@ -263,5 +263,7 @@ def stored_shape(node):
 def task_mapper(client):
     """``map_blocks(fn, args_list)`` running one Dask task per block on ``client`` (results in order)."""
     def run(fn, args_list):
-        return client.gather([client.submit(fn, *args, pure=False) for args in args_list])
+        from .progress import gather
+        return gather(client, [client.submit(fn, *args, pure=False) for args in args_list],
+                      f"{getattr(fn, '__name__', 'blocks')}: blocks on the cluster")
     return run

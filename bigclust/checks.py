@@ -76,23 +76,37 @@ def _archive_out_dir(out_dir: Path):
 def _precheck(cfg: Config, point):
     """What can be checked of one config point before reading any value of the data.
 
-    The data file exists and is readable; for a registered data set (whose
-    shape the registry knows) every size and the memory budget (:func:`check_sizes`).
+    The data file (or every raw file of a registered data set, under
+    ``[data] root`` / ``$BIGCLUST_DATA``) exists and is readable; for a
+    registered data set (whose shape the registry knows) every size and the
+    memory budget (:func:`check_sizes`).
     """
-    from .datasets import get_info
+    from .datasets import default_root, get_info
     name = point["data"]["name"]
     if not name:
         p = cfg.resolve(point["data"]["path"])
         if not p.is_file():
             raise DataError(f"{cfg.path}: [data] path: file {p} does not exist")
-        try:
-            with open(p, "rb"):
-                pass
-        except OSError as e:
-            raise DataError(f"{cfg.path}: [data] path: cannot read {p} ({e.strerror})") from None
+        _check_readable(p, f"{cfg.path}: [data] path")
         return
     info = get_info(name)
     check_sizes(cfg, [point], info.n_samples, info.n_features, info.n_classes, info.sparse)
+    root = point["data"]["root"]
+    root = cfg.resolve(root) if root else default_root()
+    for f in info.files:
+        p = Path(root).expanduser() / f
+        if not p.is_file():
+            raise DataError(f"{cfg.path}: data set {name!r} needs {p}, which does not exist (set [data] root "
+                            "to the folder that holds it, or BIGCLUST_DATA)")
+        _check_readable(p, f"{cfg.path}: data set {name!r}")
+
+
+def _check_readable(p: Path, what: str):
+    try:
+        with open(p, "rb") as fh:
+            fh.read(1)
+    except OSError as e:
+        raise DataError(f"{what}: cannot read {p} ({e.strerror})") from None
 
 
 def n_distinct_rows(node) -> tuple[int, int]:

@@ -56,10 +56,17 @@ def pipeline():
 @click.option("--out", default=None, help="Output folder; overrides [output] dir.")
 @click.option("--force", is_flag=True, help="Recompute finished stages; replace another run's output "
               "folder (its files are moved to a replaced-* subfolder).")
-def pipeline_run(config, scheduler, out, force):
+@click.option("--quiet", "-q", is_flag=True, help="Only the stage lines on stderr: no progress bars "
+              "(bars show only when stderr is a terminal anyway; BIGCLUST_PROGRESS=1 forces them).")
+def pipeline_run(config, scheduler, out, force, quiet):
     """Run the pipeline described by CONFIG (a TOML file)."""
     from .pipeline import run
-    run(config, scheduler=scheduler, out=out, force=force)
+    from .progress import set_quiet
+    set_quiet(quiet)
+    try:
+        run(config, scheduler=scheduler, out=out, force=force)
+    finally:
+        set_quiet(False)
 
 
 @pipeline.command("validate")
@@ -101,10 +108,12 @@ def data_list(as_json):
 @click.option("--root", default=None, help="Folder with the raw files (default: $BIGCLUST_DATA or ./data).")
 @click.option("--store", "store_path", required=True, help="zarr store to write.")
 @click.option("--chunk-rows", default=4096, show_default=True, type=click.IntRange(min=1))
-def data_ingest(name, root, store_path, chunk_rows):
+@click.option("--force", is_flag=True, help="Ingest again, also into a store made for other data "
+              "(its finished stages stay).")
+def data_ingest(name, root, store_path, chunk_rows, force):
     """Stream the raw files of data set NAME into a zarr store."""
     from .pipeline import ingest_to_store
-    n, d = ingest_to_store(name, root, store_path, chunk_rows=chunk_rows)
+    n, d = ingest_to_store(name, root, store_path, chunk_rows=chunk_rows, force=force)
     click.echo(f"{name}: {n} x {d} written to {store_path}")
 
 
@@ -120,6 +129,33 @@ def data_info(store_path, as_json):
     else:
         for k, v in info.items():
             click.echo(f"{k:<12} {v}")
+
+
+@main.group()
+def store():
+    """Size on disk of a store, and cleaning it."""
+
+
+@store.command("du")
+@click.argument("store_path", metavar="STORE", type=click.Path(exists=True, file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout (bytes per stage and array).")
+def store_du(store_path, as_json):
+    """Bytes on disk per stage and the largest arrays of STORE."""
+    from .store_admin import format_usage, usage
+    u = usage(store_path)
+    click.echo(json.dumps(u) if as_json else format_usage(u))
+
+
+@store.command("clean")
+@click.argument("store_path", metavar="STORE", type=click.Path(exists=True, file_okay=False))
+@click.option("--config", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="Keep every stage this config uses (default: keep none of the derived stages).")
+@click.option("--all", "all_", is_flag=True, help="Also remove ingested data the config does not use.")
+@click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
+def store_clean(store_path, config, all_, dry_run):
+    """Remove the derived stages of STORE that CONFIG does not use (never the ingested data without --all)."""
+    from .store_admin import clean, format_clean
+    click.echo(format_clean(clean(store_path, config, all_=all_, dry_run=dry_run)))
 
 
 @main.group()

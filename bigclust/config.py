@@ -126,6 +126,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "store": {
         "path": Key(str, None, sweep=False),          # default: <config stem>.zarr beside the config
         "max_memory": Key((str, int), "4GB", sweep=False),
+        # "results": delete dense kernels (and subsets' copies of the rows) at the end of a run
+        "keep": Key(str, "all", lambda v: v in ("all", "results"), "one of 'all', 'results'", sweep=False,
+                    added=True),
     },
     "output": {
         "dir": Key(str, None, sweep=False),           # default: <config stem>-results beside the config

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from . import progress
 from .errors import DataError, UserError
 
 INIT_METHODS = ("k-means++", "random")
@@ -297,14 +298,23 @@ def _lloyd(X, centers, max_iter, tol):
     inertia = np.empty(n_init)
     n_iter = np.empty(n_init, dtype=np.int32)
     n_empty = np.zeros(n_init, dtype=np.int64)
-    # Restarts take very different numbers of iterations: hand them out one
-    # at a time instead of in equal static slices.
-    with numba.parallel_chunksize(1):
-        if sp.issparse(X):
-            _kernels().lloyd_csr_kernel(X.data, X.indices, X.indptr, _row_sqnorms(X), centers, max_iter, tol,
-                                        labels, inertia, n_iter, n_empty)
-        else:
-            _kernels().lloyd_kernel(X, centers, max_iter, tol, labels, inertia, n_iter, n_empty)
+    sq = _row_sqnorms(X) if sp.issparse(X) else None
+    # Restarts are independent: with a progress bar they run in slices of restarts (one kernel call
+    # each, the bar advancing in between), with the same results as one call over all of them.
+    # A slice holds several restarts per thread so that the parallel loop stays busy.
+    pieces = progress.slices(n_init, n_pieces=20, at_least=2 * numba.get_num_threads())
+    with progress.bar(n_init, "k-means restarts", "restart") as bar:
+        for a, b in pieces:
+            # Restarts take very different numbers of iterations: hand them out one
+            # at a time instead of in equal static slices.
+            with numba.parallel_chunksize(1):
+                if sq is not None:
+                    _kernels().lloyd_csr_kernel(X.data, X.indices, X.indptr, sq, centers[a:b], max_iter, tol,
+                                                labels[a:b], inertia[a:b], n_iter[a:b], n_empty[a:b])
+                else:
+                    _kernels().lloyd_kernel(X, centers[a:b], max_iter, tol, labels[a:b], inertia[a:b], n_iter[a:b],
+                                            n_empty[a:b])
+            bar.update(b - a)
     best = int(np.argmin(inertia))
     total_empty = int(n_empty.sum())
     _warn_empty(total_empty, n_init, "empty")
@@ -505,7 +515,7 @@ def minibatch_kmeans(X, n_clusters, *, n_init=3, batch_size=4096, max_iter=100, 
     best_ewa = np.full(n_init, np.inf)
     stale = np.zeros(n_init, dtype=np.int64)
     alpha = min(1.0, 2.0 * b / (n + 1))  # smoothing weight of the newest batch, as in scikit-learn
-    for step in range(1, max_iter + 1):
+    for step in progress.iterate(range(1, max_iter + 1), "mini-batch k-means", unit="batch"):
         if not active.any():
             break
         Xb = _fetch_rows(X, _sample(stream, n, b))

@@ -26,6 +26,7 @@ from .errors import DataError, UserError
 from .methods import get as get_method
 from .scheduler import _parse_scheduler, _submit, check_scheduler, dask_client
 from .stages import STAGES, StageDef, hashed, stage_key
+from .plan import format_bytes
 from .store import Store, read_matrix
 from .subsets import _average_trials, _trial_progress, subset_draws
 
@@ -49,7 +50,15 @@ class Runner:
         self.cfg, self.store, self.client, self.force, self.log = cfg, store, client, force, log
         self.done: dict[tuple[str, str], dict] = {}
         self.chains: dict[tuple[str, str], list] = {}  # final stage instance -> every instance of its chain
+        self.planned: dict[tuple[str, str], dict] = {}   # dropped instances met while planning (attrs only)
         self._distinct = {}
+        self.dry = False            # plan only: keys of instances in the store, nothing run (_Missing otherwise)
+        self.reuse_dropped = False  # a dropped instance counts as finished (everything after it is)
+        self._any_dropped = any(store.dropped(s, k) for s in DROPPABLE for k in store.stage_keys(s))
+
+    def attrs(self, stage, key) -> dict:
+        """Provenance attributes of an instance this runner ran, skipped or planned."""
+        return self.done[(stage, key)] if (stage, key) in self.done else self.planned[(stage, key)]
 
     def _stage(self, sd: StageDef, params, describe="", **runtime):
         """Run stage ``sd`` with ``params`` unless that instance is already in the store; returns its key.
@@ -58,6 +67,20 @@ class Runner:
         """
         key = stage_key(params)
         stage = sd.name
+        sk = (stage, key)
+        if self.dry:  # planning: what is in the store (dropped or not), recorded apart from what this run did
+            if sk not in self.done and sk not in self.planned:
+                if not (self.store.has(stage, key) or (not self.force and self.store.dropped(stage, key))):
+                    raise _Missing(stage, key)
+                self.planned[sk] = dict(self.store.open(stage, key, dropped_ok=True).attrs)
+            return key
+        if sk not in self.done and self.reuse_dropped and not self.force and self.store.dropped(stage, key):
+            # its arrays were dropped ([store] keep = "results") but everything it fed is finished:
+            # the chain goes on from its attributes, and nothing reads its arrays
+            if sk not in self.planned or not self.planned[sk].get("_said"):
+                self.log(f"  {stage:<10} {describe}: finished earlier (arrays dropped), skipped")
+            self.planned[sk] = {**dict(self.store.open(stage, key, dropped_ok=True).attrs), "_said": True}
+            return key
         if (stage, key) not in self.done:
             attrs = {"params": hashed(params), "config_hash": self.cfg.hash, "config_file": str(self.cfg.path)}
             if self.store.has(stage, key) and not self.force:
@@ -114,14 +137,14 @@ class Runner:
             ident["file"] = [str(p.resolve()), st.st_size if st else None, st.st_mtime_ns if st else None]
         ing = stages.IngestParams(data=ident, chunk_rows=d["chunk_rows"])
         source = None
-        if not self.store.has("ingest", stage_key(ing)) or self.force:
+        if not self.dry and (not self.store.has("ingest", stage_key(ing)) or self.force):
             source = self.source or stages.open_source(d, self.cfg.path.parent)
             if self.source is None:  # the shape is known now: check every point before ingesting
                 i = source.info
                 self._check_once(i.n_samples, -1 if i.sparse else i.n_features, i.n_classes, i.sparse)
         ing_key = self._stage(INGEST, ing, d["name"] or d["path"], source=source)
-        ia = self.done[("ingest", ing_key)]
-        if self.source is None:
+        ia = self.attrs("ingest", ing_key)
+        if self.source is None and not self.dry:
             self._check_once(ia["n_samples"], ia["n_features"], ia["n_classes"], ia["sparse"])
         text = ia["sparse"] and pre["tfidf"]
         pp = stages.PreprocessParams(
@@ -152,7 +175,25 @@ class Runner:
         ``group``: the config points the instance uses (one, or every value
         of the sweep the method combines).  ``classes``: cluster only the
         samples of these classes, into as many clusters (the subset protocol).
+        When the store holds dropped instances (``[store] keep = "results"``)
+        the chain is planned first: if its final stage is finished, a dropped
+        kernel on the way is not recomputed.
         """
+        if self._any_dropped and not self.dry and not self.force:
+            self.dry = True
+            try:
+                final = self._run_instance(method, group, classes)[1]
+                self.reuse_dropped = self.store.has(*final)
+            except _Missing:
+                pass
+            finally:
+                self.dry = False
+        try:
+            return self._run_instance(method, group, classes)
+        finally:
+            self.reuse_dropped = False
+
+    def _run_instance(self, method, group, classes=None):
         from .metrics import batch_scores
 
         point = _with_overrides(group[0], method)
@@ -163,13 +204,13 @@ class Runner:
         if classes is not None:
             sp_ = stages.SubsetParams(input=pre_key, labels=self.ingest_key, classes=tuple(int(c) for c in classes))
             key = self._stage(STAGES["subset"], sp_, STAGES["subset"].describe(sp_))
-            g = self.store.open("subset", key)
+            g = self.store.open("subset", key, dropped_ok=True)  # its y stays when its X is dropped
             y, ia = read_matrix(g, "y"), {**ia, "n_samples": g.attrs["n_samples"], "n_classes": len(classes)}
             src, keys = "subset", [key]
             chain.append(("subset", key))
         ctx = stages.Context(self.cfg, self.store, method, params, group, ia,
                              len(classes) if classes is not None else self._n_clusters(point["cluster"], ia))
-        if self.source is None and classes is None:
+        if self.source is None and classes is None and not self.dry:
             self._check_distinct(pre_key, ctx.k)
         for name in method.stages(params, point):
             sd = STAGES[name]
@@ -178,6 +219,8 @@ class Runner:
                                 else sd.describe(p), y=y) for p in plist]
             src = name
             chain += [(name, k) for k in keys]
+        if self.dry:
+            return None, (src, keys[0])
         last = self.done[(src, keys[0])]
         self.chains[(src, keys[0])] = [("ingest", self.ingest_key)] + chain  # for the label files and figures
         labels = read_matrix(self.store.open(src, keys[0]), "labels")
@@ -185,11 +228,11 @@ class Runner:
                "n": ia["n_samples"], "k": ctx.k}
         for stage, key in chain:
             for attr in STAGES[stage].report if stage in STAGES else ():
-                if attr in self.done[(stage, key)]:
-                    rec[attr] = self.done[(stage, key)][attr]
-        rec["seconds"] = float(sum(self.done[sk]["seconds"] for sk in dict.fromkeys(chain)))
-        used = [self.done[sk]["gamma_used"] for sk in chain if sk[0] == "affinity"
-                and self.done[sk]["params"].get("gamma") == "median" and "gamma_used" in self.done[sk]]
+                if attr in self.attrs(stage, key):
+                    rec[attr] = self.attrs(stage, key)[attr]
+        rec["seconds"] = float(sum(self.attrs(*sk)["seconds"] for sk in dict.fromkeys(chain)))
+        used = [self.attrs(*sk)["gamma_used"] for sk in chain if sk[0] == "affinity"
+                and self.attrs(*sk)["params"].get("gamma") == "median" and "gamma_used" in self.attrs(*sk)]
         if used:  # gamma = "median": the width it stood for (one per kernel when the method combines several)
             rec["gamma_used"] = used[0] if len(used) == 1 else used
         # y is None for unlabelled data ([data] label_column = false, an .npz without y): the record then has
@@ -201,6 +244,15 @@ class Runner:
                        nmi_max=float(nmi.max()), acc_best_inertia=float(acc[best]),
                        nmi_best_inertia=float(nmi[best]))
         return rec, (src, keys[0])
+
+
+class _Missing(Exception):
+    """Planning (``Runner.dry``) met an instance that is not in the store: nothing after it can be."""
+
+
+#: what ``[store] keep = "results"`` deletes at the end of a run: stage -> arrays (dense kernels; the
+#: subset protocol's copies of the rows).  Their instances keep their attributes (see Store.drop).
+DROPPABLE = {"affinity": ("K",), "subset": ("X",)}
 
 
 def _with_overrides(point, method):
@@ -249,9 +301,8 @@ def instances(cfg: Config, points, method):
 
 
 def _ingest_with_progress(store_path, key, attrs, p, *, source, **_):
-    from tqdm import tqdm
-    with tqdm(total=source.info.n_samples, desc=f"ingest {source.info.name}", unit="rows",
-              file=sys.stderr, disable=None, leave=False) as bar:
+    from .progress import bar as progress_bar
+    with progress_bar(source.info.n_samples, f"ingest {source.info.name}", "rows") as bar:
         stages.ingest(store_path, key, attrs, p, source=source, progress=bar.update)
 
 
@@ -315,6 +366,13 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
         _archive_out_dir(out_dir)
     report.write(out_dir, records, cfg, plots=cfg.sections["output"]["plots"], trials=runner.trials, picks=picks,
                  store=store)
+    from .store_admin import drop_intermediates, summary_line
+    if cfg.sections["store"]["keep"] == "results":
+        n_dropped, freed = drop_intermediates(store, runner.done, DROPPABLE)
+        if n_dropped:
+            log(f"[store] keep = \"results\": dropped the arrays of {n_dropped} dense kernel(s) / row copies "
+                f"({format_bytes(freed)}); a re-run recomputes them only where a result is missing")
+    log(summary_line(store))
     log(f"done in {time.perf_counter() - t0:.1f} s; results in {out_dir}")
     print(report.subset_tables(records) if runner.trials else report.markdown_table(records))
     return records
@@ -330,8 +388,7 @@ def execute(runner: Runner, points, grouped):
     drawn subset of classes and the records are averages per subset size
     (the per-subset records are in ``runner.trials``).
     """
-    units = [(get_method(m), [p]) for p in points for m in grouped if get_method(m).combine is None]
-    units += [(get_method(m), g) for m in grouped if get_method(m).combine is not None for g in grouped[m]]
+    units = run_units(points, grouped)
     ev = points[0]["evaluate"]
     draws = subset_draws(runner, points[0]) if ev["protocol"] == "subsets" else [(None, None, None)]
     runner.trials = []
@@ -361,6 +418,13 @@ def execute(runner: Runner, points, grouped):
     return records, finals
 
 
+def run_units(points, grouped):
+    """``(method, group of points)`` in run order: single-point methods point by point, then combining ones."""
+    units = [(get_method(m), [p]) for p in points for m in grouped if get_method(m).combine is None]
+    units += [(get_method(m), g) for m in grouped if get_method(m).combine is not None for g in grouped[m]]
+    return units
+
+
 def _owner(cfg: Config) -> dict:
     d = cfg.sections["data"]
     return {"name": d["name"], "path": str(cfg.resolve(d["path"]).resolve()) if d["path"] else None}
@@ -382,25 +446,26 @@ def validate(config_path) -> Config:
     check_writable(cfg.resolve(cfg.sections["output"]["dir"]), "output folder")
     sched = cfg.sections["dask"]["scheduler"]
     if sched and sched not in ("synchronous", "local-cluster"):
-        _parse_scheduler(sched)  # its form only: validate connects to nothing
+        _parse_scheduler(sched, "[dask] scheduler")  # its form only: validate connects to nothing
     return cfg
 
 
-def ingest_to_store(name, root, store_path, *, chunk_rows=4096):
+def ingest_to_store(name, root, store_path, *, chunk_rows=4096, force=False):
     """``bigclust data ingest``: the pipeline's ingest stage on its own.
 
     The stage key is the one a pipeline with ``[data] name = NAME`` computes,
-    so a later ``pipeline run`` on this store skips the ingest.
+    so a later ``pipeline run`` on this store skips the ingest.  ``force``:
+    use a store made for other data (its stages stay) and ingest again.
     """
     from pathlib import Path
 
     data = {"name": name, "path": None, "root": str(root) if root else None, "label_column": -1}
     check_writable(Path(store_path), "store")
     source = stages.open_source(data, Path.cwd())
-    store = Store(store_path, owner={"name": name, "path": None})
+    store = Store(store_path, owner={"name": name, "path": None}, force=force)
     params = stages.IngestParams(data={"name": name, "path": None, "label_column": -1}, chunk_rows=chunk_rows)
     key = stage_key(params)
-    if store.has("ingest", key):
+    if store.has("ingest", key) and not force:
         log(f"{name}: already in {store_path}, skipped")
     else:
         _ingest_with_progress(str(store.path), key, {"params": hashed(params)}, params, source=source)

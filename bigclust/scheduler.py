@@ -79,8 +79,8 @@ def check_scheduler(address: str | None):
         _probe_scheduler(address, SCHEDULER_TIMEOUT)
 
 
-def _parse_scheduler(address: str):
-    """``(scheme, host, port)`` of a scheduler address; one line when it is not one."""
+def _parse_scheduler(address: str, where: str = "--scheduler or [dask] scheduler"):
+    """``(scheme, host, port)`` of a scheduler address; one line (naming ``where`` it was set) when it is not one."""
     from distributed.comm.addressing import parse_address
     try:
         scheme, loc = parse_address(address, strict=True)
@@ -88,7 +88,7 @@ def _parse_scheduler(address: str):
         if scheme in ("tcp", "tls", "ws", "wss") and (not host or not port.isdigit()):
             raise ValueError(f"missing port number in {address!r}")
     except ValueError as e:
-        raise UserError(f"scheduler {address!r} (--scheduler or [dask] scheduler) is not an address: expected "
+        raise UserError(f"scheduler {address!r} ({where}) is not an address: expected "
                         f"tcp://HOST:PORT, 'local-cluster' or 'synchronous' ({e})") from None
     return scheme, host, port
 
@@ -161,7 +161,9 @@ def _what_listens(host, port) -> str:
 def _run_recording_warnings(fn, *args, **kwargs):
     """Run ``fn`` (on a worker) and return ``(result, warnings raised)`` so the client can show them."""
     import warnings
-    with warnings.catch_warnings(record=True) as caught:
+
+    from .progress import disabled
+    with warnings.catch_warnings(record=True) as caught, disabled():  # a worker's stderr is nobody's terminal
         warnings.simplefilter("always")
         out = fn(*args, **kwargs)
     return out, [(w.message, w.category, w.filename, w.lineno) for w in caught]
@@ -187,6 +189,8 @@ def _submit(client, fn, *args, **kwargs):
     """
     if client is None:
         return fn(*args, **kwargs)
-    out, caught = client.submit(_run_recording_warnings, fn, *args, **kwargs, pure=False).result()
+    from .progress import gather
+    fut = client.submit(_run_recording_warnings, fn, *args, **kwargs, pure=False)
+    out, caught = gather(client, [fut], f"{getattr(fn, '__name__', 'stage')} on the cluster")[0]
     _reemit(caught)
     return out

@@ -411,7 +411,7 @@ def _build_embed(ctx: Context, src, inputs):
     ncomp = emb["n_components"] or ctx.k
     if ncomp >= n:
         raise UserError(f"{ctx.cfg.path}: [embed] n_components={ncomp} must be below n={n}")
-    K = ctx.store.open(src, inputs[0])["K"]
+    K = ctx.store.open(src, inputs[0], dropped_ok=True)["K"]  # its metadata only
     sparse = K.attrs.get("format") == "csr"
     itemsize = np.dtype(ctx.point["affinity"]["dtype"]).itemsize
     in_memory = sparse or normalize_plan(n, itemsize, ctx.cfg.max_memory, n_kernels=len(inputs)).in_memory
@@ -446,7 +446,7 @@ def _build_assign(ctx: Context, src, inputs):
     (key,) = inputs
     cl = ctx.point["cluster"]
     stream, budget = None, ctx.cfg.max_memory
-    node = ctx.store.open(src, key)[STAGES[src].output if src in STAGES else "X"]
+    node = ctx.store.open(src, key, dropped_ok=True)[STAGES[src].output if src in STAGES else "X"]  # metadata
     if src == "affinity" and node.attrs.get("format") != "csr":
         n = node.shape[0]
         if not fits(2, n, 8, budget):  # a float64 copy of K beside the stored one

@@ -30,6 +30,24 @@ from . import __version__
 from .errors import StoreError
 
 _ROOT_MARK = "bigclust_store"
+_DROPPED = "dropped_arrays"
+
+
+def disk_bytes(path: Path) -> int:
+    """Bytes a file or folder takes on disk (allocated blocks where the OS says, else apparent sizes)."""
+    path = Path(path)
+    if path.is_file():
+        st = path.stat()
+        return st.st_blocks * 512 if hasattr(st, "st_blocks") else st.st_size
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                st = os.stat(os.path.join(root, f))
+            except OSError:  # removed meanwhile
+                continue
+            total += st.st_blocks * 512 if hasattr(st, "st_blocks") else st.st_size
+    return total
 
 
 def _zarr():
@@ -57,7 +75,7 @@ class Store:
         zarr = _zarr()
         self.path = Path(path)
         if owner is None and not (self.path / "zarr.json").exists():
-            raise StoreError(f"no bigclust store at {self.path}")
+            raise StoreError(f"{self.path} holds no bigclust store")
         if self.path.exists() and not (self.path / "zarr.json").exists():
             if any(self.path.iterdir()):
                 raise StoreError(f"store path {self.path} exists and is not a bigclust store; "
@@ -71,6 +89,10 @@ class Store:
                     raise StoreError(f"store {self.path} was not written by bigclust; choose another [store] path")
                 self.root.attrs.update({_ROOT_MARK: __version__, "owner": owner_js})
             elif attrs.get("owner") != owner_js:
+                if not force and not self.stage_keys("ingest"):
+                    # nothing was ever ingested (a first run that failed or was killed mid-ingest): no
+                    # result of the other data can be mixed in, so the store is simply taken over
+                    force = True
                 if not force:
                     raise StoreError(
                         f"store {self.path} was written for other data ({_describe(attrs.get('owner'))}), "
@@ -85,13 +107,14 @@ class Store:
         return self.path / "stages" / stage / key
 
     def has(self, stage: str, key: str) -> bool:
-        """True when the stage instance is complete (present under ``stages/``)."""
+        """True when the stage instance is complete (present under ``stages/``) and not dropped."""
         d = self._stage_dir(stage, key)
-        return (d / "zarr.json").exists()
+        return (d / "zarr.json").exists() and not self.dropped(stage, key)
 
-    def open(self, stage: str, key: str):
-        """Open a finished stage instance read-only (a zarr group)."""
-        if not self.has(stage, key):
+    def open(self, stage: str, key: str, *, dropped_ok: bool = False):
+        """Open a finished stage instance read-only (a zarr group); ``dropped_ok``: also a dropped one
+        (its attributes and array shapes only: never read its dropped arrays)."""
+        if not (self.has(stage, key) or (dropped_ok and self.dropped(stage, key))):
             raise StoreError(f"stage {stage}/{key} is not in store {self.path}")
         return _zarr().open_group(str(self._stage_dir(stage, key)), mode="r")
 
@@ -147,8 +170,48 @@ class Store:
             raise
 
     def stage_keys(self, stage: str) -> list[str]:
+        """Keys of the complete instances of ``stage`` (dropped ones included, see :meth:`drop`)."""
         d = self.path / "stages" / stage
         return sorted(p.name for p in d.iterdir() if (p / "zarr.json").exists()) if d.exists() else []
+
+    def stages(self) -> list[str]:
+        """Names of the stages with at least one instance directory."""
+        d = self.path / "stages"
+        return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.exists() else []
+
+    def dropped(self, stage: str, key: str) -> bool:
+        """True when the instance's large arrays were deleted (``[store] keep = "results"``)."""
+        f = self._stage_dir(stage, key) / "zarr.json"
+        if not f.exists():
+            return False
+        try:
+            return bool(json.loads(f.read_text()).get("attributes", {}).get(_DROPPED))
+        except (OSError, ValueError):
+            return False
+
+    def drop(self, stage: str, key: str, arrays) -> int:
+        """Delete the data of ``arrays`` of a finished instance, keep its attributes; returns bytes freed.
+
+        The instance then counts as missing (:meth:`has` is False, a run
+        recomputes it) but its metadata stays readable, so a run whose later
+        stages are all finished does not recompute it.  The mark is set before
+        anything is deleted: a kill in between leaves a dropped instance.
+        """
+        if not self.has(stage, key):
+            return 0
+        d = self._stage_dir(stage, key)
+        g = _zarr().open_group(str(d), mode="r+")
+        g.attrs[_DROPPED] = sorted(arrays)
+        freed = 0
+        for name in arrays:
+            node = d / name
+            # an array's chunks are in sub-folders beside its zarr.json; a CSR group's parts are arrays
+            for arr in [p for p in node.iterdir() if (p / "zarr.json").exists()] or [node]:
+                for sub in arr.iterdir():
+                    if sub.is_dir() and not (sub / "zarr.json").exists():
+                        freed += disk_bytes(sub)
+                        shutil.rmtree(sub, ignore_errors=True)
+        return freed
 
     def _clean_tmp(self):
         # leftovers of a killed writer; only our own pid could still be writing
@@ -200,7 +263,8 @@ def write_dense(group, name, X, *, chunk_rows=4096, dtype=None, compress=True):
     arr = group.create_array(name, shape=X.shape, chunks=chunks, dtype=dtype, fill_value=0, **kw)
     if isinstance(X, da.Array):
         # blocks aligned with the zarr chunks: every task writes whole chunks of its own, no lock needed
-        da.store(X.astype(dtype).rechunk(chunks), arr, lock=False, compute=True)
+        from .progress import compute
+        compute(da.store(X.astype(dtype).rechunk(chunks), arr, lock=False, compute=False), f"writing {name}")
     else:
         arr[...] = np.asarray(X, dtype=dtype)
     return arr

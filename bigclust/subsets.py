@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 
 from .errors import UserError
 
@@ -13,11 +12,11 @@ def _trial_progress(runner, method, n):
     if n == 1:
         yield lambda: None
         return
-    from tqdm import tqdm
+    from .progress import bar as progress_bar
     log = runner.log
     runner.log = lambda msg: None
     try:
-        with tqdm(total=n, desc=f"  {method.name} on subsets", unit="subset", file=sys.stderr, disable=None) as bar:
+        with progress_bar(n, f"{method.name} on subsets", "subset") as bar:
             yield lambda: bar.update(1)
     finally:
         runner.log = log

@@ -324,7 +324,8 @@ def test_registry_names_and_errors(tmp_path, monkeypatch):
     with pytest.raises(DataError) as exc:
         open_dataset("letter", tmp_path)
     assert str(exc.value) == (f"data set 'letter' needs {tmp_path}/letter/letter-recognition.data.gz, "
-                              f"which does not exist (set --root or BIGCLUST_DATA)")
+                              f"which does not exist (give the folder that holds it: [data] root in a config, "
+                              "bigclust data ingest --root, or BIGCLUST_DATA)")
     monkeypatch.setenv("BIGCLUST_DATA", str(tmp_path))
     assert registry.default_root() == tmp_path
     monkeypatch.delenv("BIGCLUST_DATA")

@@ -50,10 +50,21 @@ def test_existing_instance_replaced_only_when_new_one_is_complete(tmp_path):
 
 
 def test_owner_mismatch_refused(tmp_path):
-    Store(tmp_path / "s.zarr", owner={"name": "a"})
+    s = Store(tmp_path / "s.zarr", owner={"name": "a"})
+    with s.write("ingest", "k", {}) as g:  # data of "a" are in the store: its results must not be mixed in
+        write_dense(g, "X", np.ones((2, 2)))
     with pytest.raises(StoreError, match="written for other data"):
         Store(tmp_path / "s.zarr", owner={"name": "b"})
     Store(tmp_path / "s.zarr", owner={"name": "b"}, force=True)
+
+
+def test_store_without_finished_ingest_is_taken_over(tmp_path):
+    # a first run that failed in its ingest, or was killed mid-ingest (a dead writer's tmp/ folder)
+    Store(tmp_path / "s.zarr", owner={"name": "a"})
+    (tmp_path / "s.zarr" / "tmp" / "ingest-k-999999999-deadbeef").mkdir(parents=True)
+    s = Store(tmp_path / "s.zarr", owner={"name": "b"})
+    assert dict(s.root.attrs)["owner"] == {"name": "b"}
+    assert not (tmp_path / "s.zarr" / "tmp" / "ingest-k-999999999-deadbeef").exists()
 
 
 def test_foreign_folder_refused(tmp_path):

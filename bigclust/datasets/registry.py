@@ -132,8 +132,8 @@ def open_dataset(name: str, root=None) -> Source:
     paths = [root / f for f in spec.info.files]
     for p in paths:
         if not p.is_file():
-            raise DataError(f"data set {name!r} needs {p}, which does not exist "
-                            f"(set --root or BIGCLUST_DATA)")
+            raise DataError(f"data set {name!r} needs {p}, which does not exist (give the folder that "
+                            "holds it: [data] root in a config, bigclust data ingest --root, or BIGCLUST_DATA)")
     if spec.kind in ("news20", "reuters"):
         from . import text
 

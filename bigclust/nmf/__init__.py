@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .. import progress
 from ..errors import DataError, UserError
 from ._common import (INITS, SOLVERS, NMFConvergenceWarning, NMFInfo, as_data, check_components, check_int,
                       check_tol, draw_seeds, explicit_init, labels_from, nndsvd, normalize_columns,
@@ -189,9 +190,11 @@ def linear_nmf(X, n_components, *, solver="mu", init="random", n_init=10, max_it
     XT = _ops.csr_transpose(X) if sp.issparse(X) else None
     xx = _ops.sqnorm(X)
     results, factors = [], []
-    for U, V in inits:
-        results.append(_linear.run_in_memory(X, XT, U, V, solver, max_iter, tol, xx))
-        factors.append((U, V))
+    with progress.bar(n_init * max_iter, f"linear NMF ({n_init} restarts)") as bar:
+        for U, V in inits:
+            results.append(_linear.run_in_memory(X, XT, U, V, solver, max_iter, tol, xx, bar))
+            factors.append((U, V))
+            bar.update(max_iter - results[-1][1])  # a converged restart leaves the rest of its budget
     best, info = _pick(results, "linear NMF", max_iter, tol)
     info.method = f"linear/{solver}" + ("+ncw" if ncw else "")
     info.ncw_weights = w
@@ -379,14 +382,17 @@ def bilinear_nmf(X, n_components, *, kernel="linear", init="random", n_init=10, 
     else:
         inits = explicit_init(init, n_init, [(n, k), (n, k)], ["W0", "V0"])
     results, Bs = [], []
+    bar = progress.bar(n_init * max_iter, f"bilinear NMF ({n_init} restarts)")
     for r, (W, V) in enumerate(inits):
         with np.errstate(over="ignore", invalid="ignore"):
-            h, it, conv, B = _bilinear.run(op, W, V, max_iter, tol)
+            h, it, conv, B = _bilinear.run(op, W, V, max_iter, tol, bar=bar)
+        bar.update(max_iter - it)
         if not np.isfinite(h[-1]):
             raise DataError(f"bilinear NMF diverged (restart {r}, iteration {it}): the objective is unbounded "
                             f"below, so K is not positive semidefinite — use a PSD kernel")
         results.append((h, it, conv))
         Bs.append(B)
+    bar.close()
     best, info = _pick(results, "bilinear NMF", max_iter, tol)
     if info.objective.min() < -1e-9 * max(abs(op.trace), 1e-300):
         import warnings

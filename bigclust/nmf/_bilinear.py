@@ -30,6 +30,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
+from .. import progress
 from . import _ops
 from ._common import rel_change
 
@@ -184,13 +185,14 @@ def scale_init(op, W, V):
     return 1.0
 
 
-def run(op, W, V, max_iter, tol, *, simplified=False):
+def run(op, W, V, max_iter, tol, *, simplified=False, bar=None):
     """Iterate from (W, V) (both INOUT); returns ``(history, n_iter, converged, B = W^T K W)``.
 
     ``simplified=True`` forces the rules (3-13, 3-15) on any kernel (only for
     demonstrating that they break non-negativity on a mixed-sign kernel).
     """
     split = op.split and not simplified
+    bar = bar if bar is not None else progress.NOBAR  # advanced once per iteration
     GV = _ops.gram(V)
     P, N = op.prod(np.hstack([V, W]))
     k = W.shape[1]
@@ -222,6 +224,7 @@ def run(op, W, V, max_iter, tol, *, simplified=False):
         else:
             GV, _, c_new = _ops.mult_step(V, KW, V, B)
         hist.append(objective(op.trace, c_new, GV, B))
+        bar.update(1)
         if not np.isfinite(hist[-1]):  # an indefinite kernel: unbounded below, the factors overflow
             return np.array(hist), it, False, B
         if rel_change(hist[-2], hist[-1]) < tol:

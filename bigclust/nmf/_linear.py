@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .. import progress
 from . import _ops
 from ._common import DataError, UserError, as_data, rel_change
 
@@ -27,8 +28,12 @@ def objective(xx, cross, GU, GV):
     return 0.5 * (xx - 2.0 * cross + float(np.sum(GU * GV)))
 
 
-def run_in_memory(X, XT, U, V, solver, max_iter, tol, xx):
-    """Iterate from (U, V) (both INOUT); returns ``(objective history, n_iter, converged)``."""
+def run_in_memory(X, XT, U, V, solver, max_iter, tol, xx, bar=None):
+    """Iterate from (U, V) (both INOUT); returns ``(objective history, n_iter, converged)``.
+
+    ``bar``: a progress bar (:mod:`bigclust.progress`) advanced once per iteration.
+    """
+    bar = bar if bar is not None else progress.NOBAR
     GU = _ops.gram(U)
     GV = _ops.gram(V)
     hist = []
@@ -41,6 +46,7 @@ def run_in_memory(X, XT, U, V, solver, max_iter, tol, xx):
         B = _ops.tmatmul(X, V, XT)                  # X^T V      (paper: X V)
         GU, _, c_new = _ops.step(solver, U, B, GV)  # U-step     (3-2)
         hist.append(objective(xx, c_new, GU, GV))
+        bar.update(1)
         if rel_change(hist[-2], hist[-1]) < tol:
             return np.array(hist), it, True
     return np.array(hist), max_iter, False
@@ -108,7 +114,7 @@ def run_streamed(read_block, bounds, n_features, inits, solver, max_iter, tol, x
     done = [False] * r
     conv = [False] * r
     blocks = list(zip(bounds[:-1], bounds[1:]))
-    for it in range(1, max_iter + 1):
+    for it in progress.iterate(range(1, max_iter + 1), f"linear NMF, streamed ({r} restarts)"):
         active = [j for j in range(r) if not done[j]]
         if not active:
             break

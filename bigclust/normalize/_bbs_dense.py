@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import progress
 from ._common import PARALLEL_MIN_NNZ, NormalizeInfo, csr_kernels, kernels, pcg, warn_not_converged
 from ._newton import newton
 
@@ -52,23 +53,29 @@ def alternating(K, dt, asym, n_iter, tol, hist):
     r_new = np.empty(n)
     rc = np.empty(n) if hist.wants_classes else None
     t, err, converged = 0, float(np.abs(r - 1.0).max()), False
-    for t in range(1, n_iter + 1):
-        if hist.due(t) and rc is not None:
-            nb.bbs_alt_pass_class(G, r, r.sum(), 0, hist.codes, r_new, rc)
-        else:
-            nb.bbs_alt_pass(G, r, r.sum(), 0, r_new)
-        r, r_new = r_new, r
-        err = float(np.abs(r - 1.0).max())
-        if hist.due(t):
-            hist.add(t, r, rc)
-        if tol is not None and err <= tol:
-            converged = True
-            break
+    with progress.bar(n_iter, "BBS (alternating)") as bar:
+        for t in range(1, n_iter + 1):
+            _alt_step(nb, G, r, r_new, rc, hist, t)
+            r, r_new = r_new, r
+            err = float(np.abs(r - 1.0).max())
+            bar.update(1)
+            if hist.due(t):
+                hist.add(t, r, rc)
+            if tol is not None and err <= tol:
+                converged = True
+                break
     if tol is not None and not converged:
         warn_not_converged("BBS (alternating)", t, err, tol)
     info = NormalizeInfo(n_iter=t, converged=converged or tol is None, row_err=err,
                          history=hist.rows, method="bbs/alternating")
     return G, info
+
+
+def _alt_step(nb, G, r, r_new, rc, hist, t):
+    if hist.due(t) and rc is not None:
+        nb.bbs_alt_pass_class(G, r, r.sum(), 0, hist.codes, r_new, rc)
+    else:
+        nb.bbs_alt_pass(G, r, r.sum(), 0, r_new)
 
 
 def _class_sums(K, mu, codes):
@@ -89,7 +96,9 @@ def dykstra(K, dt, n_iter, tol, hist, m0=None):
     if tol is not None and err <= tol:
         converged = True
     else:
+        bar = progress.bar(n_iter, "BBS (dykstra)")
         for t in range(1, n_iter + 1):
+            bar.update(1)
             c = (1.0 + r.sum() / n) / n
             m += 0.5 * c - r / n
             if hist.due(t) and hist.wants_classes:
@@ -103,6 +112,7 @@ def dykstra(K, dt, n_iter, tol, hist, m0=None):
             if tol is not None and err <= tol:
                 converged = True
                 break
+        bar.close()
     if tol is not None and not converged:
         warn_not_converged("BBS (dykstra)", t, err, tol)
     G, info = _finish(K, m, dt, "bbs/dykstra")

@@ -32,6 +32,7 @@ import numpy as np
 from ._common import (PARALLEL_MIN_NNZ, NormalizeConvergenceWarning, NormalizeInfo, csr_kernels, like_sparse,
                       norm2, row_ids, warn_not_converged)
 from ._newton import newton
+from .. import progress
 from ..errors import DataError
 
 
@@ -104,7 +105,7 @@ def alternating(template, K, dt, n_iter, tol, hist):
     r = np.bincount(sup.rows, weights=data, minlength=sup.n)
     mu = None
     t, err, converged = 0, float(np.abs(r - 1.0).max()), False
-    for t in range(1, n_iter + 1):
+    for t in progress.iterate(range(1, n_iter + 1), "sparse BBS (alternating)"):
         mu = sup.solve(1.0 - r, mu)
         csr_kernels().csr_dual_form(data, sup.indices, sup.indptr, mu, data, r)  # in place: Alg. 1 on E
         err = float(np.abs(r - 1.0).max())
@@ -130,7 +131,7 @@ def dykstra(template, K, dt, n_iter, tol, hist):
     if tol is not None and err <= tol:
         converged = True
     else:
-        for t in range(1, n_iter + 1):
+        for t in progress.iterate(range(1, n_iter + 1), "sparse BBS (dykstra)"):
             delta = sup.solve(1.0 - r, delta)
             m += delta
             r = sup.evaluate(K.data, m)[0]

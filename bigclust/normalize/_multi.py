@@ -32,6 +32,7 @@ import scipy.sparse as sp
 from . import _bbs_dense, _bbs_sparse
 from ._common import (History, NormalizeInfo, check_dense, check_int, check_sparse, check_tol, kernels,
                       like_sparse)
+from .. import progress
 from ..errors import DataError, UserError
 
 
@@ -176,7 +177,7 @@ def mbbs(Ks, lam=1.0, n_outer=20, solver="dual", n_iter=100, tol=1e-6, return_in
     alpha = np.full(m, 1.0 / m)
     alphas, objective = [alpha.copy()], []
     mu, G, ginfo, converged, t = None, None, None, False, 0
-    for t in range(1, n_outer + 1):
+    for t in progress.iterate(range(1, n_outer + 1), "MBBS (outer)"):
         G, ginfo = blocks.solve(blocks.combine(alpha), solver, n_iter, mu)
         mu = ginfo.mu
         alpha, change = alpha_step(blocks.divergences(G), alpha, lam, objective)

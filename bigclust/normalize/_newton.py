@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import progress
 from ._common import norm2
 
 
@@ -51,6 +52,11 @@ def newton(evaluate, jacobian, mu, tol, max_iter, hist, class_sums):
     -------
     mu, n_steps, converged, err, n_cg
     """
+    with progress.bar(None, "BBS (dual Newton)", "step") as bar:  # ~10 steps: no meaningful ETA
+        return _loop(evaluate, jacobian, mu, tol, max_iter, hist, class_sums, bar)
+
+
+def _loop(evaluate, jacobian, mu, tol, max_iter, hist, class_sums, bar):
     mu = np.array(mu, dtype=np.float64)
     r, sq, cnt = evaluate(mu)
     F = r - 1.0
@@ -82,3 +88,4 @@ def newton(evaluate, jacobian, mu, tol, max_iter, hist, class_sums):
         mu, r, sq, cnt, theta = mu_t, r_t, sq_t, cnt_t, theta_t
         F = r - 1.0
         k += 1
+        bar.update(1)

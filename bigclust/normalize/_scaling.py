@@ -26,6 +26,7 @@ import scipy.sparse as sp
 
 from ._common import (History, NormalizeInfo, check_dense, check_int, check_sparse, check_tol, csr_kernels,
                       kernels, labels, like_sparse, row_ids, warn_not_converged)
+from .. import progress
 from ..errors import DataError, UserError
 
 
@@ -79,6 +80,11 @@ def _positive(w, t, what):
 
 
 def _symmetric(op, n_iter, tol, hist, what):
+    with progress.bar(n_iter, what) as bar:
+        return _symmetric_loop(op, n_iter, tol, hist, what, bar)
+
+
+def _symmetric_loop(op, n_iter, tol, hist, what, bar):
     d = np.ones(op.n)
     Kd, Kdc = op.matvec(d), None
     t, converged = 0, False
@@ -95,6 +101,7 @@ def _symmetric(op, n_iter, tol, hist, what):
         _positive(Kd, t, what)
         d = np.sqrt(d / Kd)
         t += 1
+        bar.update(1)
         if hist.due(t) and hist.wants_classes:
             Kd, Kdc = op.class_matvec(d, hist.codes)
         else:
@@ -104,6 +111,11 @@ def _symmetric(op, n_iter, tol, hist, what):
 
 
 def _alternating(op, n_iter, tol, hist, what):
+    with progress.bar(n_iter, what) as bar:
+        return _alternating_loop(op, n_iter, tol, hist, what, bar)
+
+
+def _alternating_loop(op, n_iter, tol, hist, what, bar):
     u, v = np.ones(op.n), np.ones(op.n)
     w = op.matvec(v)  # invariant: w = K v for even t (rows to fix next), K u for odd t
     t, converged = 0, False
@@ -126,6 +138,7 @@ def _alternating(op, n_iter, tol, hist, what):
         else:
             v = 1.0 / w  # column normalisation (K symmetric: K^T u = K u)
         t += 1
+        bar.update(1)
         w = op.matvec(u if t % 2 == 1 else v)
     P, _ = op.form(u, v)
     return P, None, t, converged, err

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import progress
 from ..errors import DataError, UserError
 from ..normalize import NormalizeInfo
 from ..blocks import blocks_for, budget, map_blocks, read_rows
@@ -121,7 +122,7 @@ def bbs_blocked(K, G, *, n_iter=1000, tol=None, max_memory, y=None, record_every
     if callback is not None:
         callback(0, err)
     r_new, rc = np.empty(n), np.empty(n)
-    for t in range(1, n_iter + 1):
+    for t in progress.iterate(range(1, n_iter + 1), "BBS (alternating, out of core)"):
         due = record_every > 0 and t % record_every == 0
         want_rc = due and codes is not None
         src = K if t == 1 else G
@@ -184,6 +185,11 @@ def sinkhorn_blocked(K, P_out, *, n_iter=1000, tol=None, max_memory, client=None
     ring = [None] * 3
     Kd = _first_pass(client, ring, blocks, _k_sk_scan, K, kt, None)
     d, t, converged = np.ones(n), 0, False
+    with progress.bar(n_iter, "Sinkhorn (out of core)") as bar:
+        return _sk_loop(client, ring, blocks, K, kt, P_out, n_iter, tol, d, t, converged, Kd, bar)
+
+
+def _sk_loop(client, ring, blocks, K, kt, P_out, n_iter, tol, d, t, converged, Kd, bar):
     while True:  # the loop of normalize._scaling._symmetric, step for step
         err = float(np.abs(d * Kd - 1.0).max())
         if tol is not None and err <= tol:
@@ -198,6 +204,7 @@ def sinkhorn_blocked(K, P_out, *, n_iter=1000, tol=None, max_memory, client=None
                             "K has no total support")
         d = np.sqrt(d / Kd)
         t += 1
+        bar.update(1)
         Kd = np.concatenate(map_blocks(client, ring, blocks, _k_sk_matvec, K, kt, None, d))
     if P_out is not None:
         r = np.concatenate(map_blocks(client, ring, blocks, _k_sk_form, K, kt, P_out, d, np.dtype(P_out.dtype)))
@@ -284,7 +291,7 @@ def mbbs_blocked(Ks, G, Kbar, *, lam=1.0, n_outer=20, n_iter=1000, tol=1e-6, max
     ring = [None] * 3
     alpha = np.full(m, 1.0 / m)
     alphas, objective, converged, t, ginfo = [alpha.copy()], [], False, 0, None
-    for t in range(1, n_outer + 1):
+    for t in progress.iterate(range(1, n_outer + 1), "MBBS (outer, out of core)"):
         map_blocks(client, ring, blocks, _k_combine, Ks[0], np.float64, Kbar, list(Ks[1:]), alpha)
         ginfo = bbs_blocked(Kbar, G, n_iter=n_iter, max_memory=max_memory, client=client)
         parts = map_blocks(client, ring, blocks, _k_divergences, G, np.float64, None, list(Ks))

@@ -33,6 +33,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
+from .. import progress
 from ..errors import DataError, UserError
 from .dictionary import Dictionary, _unit_rows
 
@@ -217,9 +218,15 @@ def admm_knn(Xs, D, nb, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive=Tr
     out = np.empty((n, k))
     its = np.empty(n, dtype=np.int64)
     conv = np.empty(n, dtype=np.bool_)
-    _kernels().admm_columns(np.ascontiguousarray(D, dtype=np.float64), np.ascontiguousarray(Xs, dtype=np.float64),
-                            nb, thr, float(ridge), float(rho), float(eps_abs), float(eps_rel), int(max_iter),
-                            bool(adaptive), out, its, conv)
+    D = np.ascontiguousarray(D, dtype=np.float64)
+    Xs = np.ascontiguousarray(Xs, dtype=np.float64)
+    # columns are independent problems: with a progress bar they run in chunks of columns (one kernel
+    # call each, the bar advancing in between), with the same results as one call over all of them
+    with progress.bar(n, "ADMM (columns)", "col") as bar:
+        for a, b in progress.slices(n, n_pieces=50, at_least=256):
+            _kernels().admm_columns(D, Xs[a:b], nb[a:b], thr[a:b], float(ridge), float(rho), float(eps_abs),
+                                    float(eps_rel), int(max_iter), bool(adaptive), out[a:b], its[a:b], conv[a:b])
+            bar.update(b - a)
     return out, its, conv
 
 
