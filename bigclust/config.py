@@ -68,6 +68,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "gamma": _pos(float, 1.0),
         "n_neighbors": Key(int, 15, lambda v: v >= 2, ">= 2"),
         "dtype": _choice("float64", "float32"),
+        # how kind = "knn" finds neighbours (bigclust.knn): exact blocked GEMM, approximate, or by n^2 d
+        "knn": _choice("auto", "exact", "approx", "pynndescent", "hnswlib", "faiss"),
     },
     "method": {
         # checked against the registry in from_dict; each method's own parameters are in its section

@@ -36,17 +36,23 @@ from .stages_data import ingest, open_source, preprocess, subset  # noqa: F401  
 
 #: metadata of a field that is passed to the stage but not hashed into its key
 RUNTIME = {"hash": False}
+#: metadata of a field added later: hashed only when set (not None), so older keys stay valid
+IF_SET = {"hash": "if set"}
+
+
+def _hashes(f, p) -> bool:
+    h = f.metadata.get("hash", True)
+    return getattr(p, f.name) is not None if h == "if set" else h
 
 
 def stage_key(p) -> str:
     """The store key of a stage instance: a hash of its parameter dataclass (RUNTIME fields left out)."""
-    return stable_hash({f.name: getattr(p, f.name) for f in dataclasses.fields(p)
-                        if f.metadata.get("hash", True)})
+    return stable_hash(hashed(p))
 
 
 def hashed(p) -> dict:
     """The hashed fields of a parameter dataclass (what the store records as the instance's params)."""
-    return {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.metadata.get("hash", True)}
+    return {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if _hashes(f, p)}
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,7 @@ class AffinityParams:
     n_neighbors: int | None                       # kNN only
     seed: int | None                              # kNN only (approximate search)
     chunk_rows: int = field(default=0, metadata=RUNTIME)   # rows per stored chunk (dense); values do not depend on it
+    knn: str | None = field(default=None, metadata=IF_SET)  # kNN search ([affinity] knn); None = "auto"
 
 
 @dataclass(frozen=True)
@@ -181,7 +188,7 @@ def affinity(store_path, key, attrs, p: AffinityParams, **_):
     dtype = np.dtype(p.dtype)
     with store.write("affinity", key, attrs) as g:
         if p.kind == "knn":
-            K = knn_kernel(X, p.n_neighbors, p.gamma, random_state=p.seed, dtype=dtype)
+            K = knn_kernel(X, p.n_neighbors, p.gamma, random_state=p.seed, dtype=dtype, method=p.knn or "auto")
             write_csr(g, "K", K)
         else:
             if p.kind == "gaussian":
@@ -385,7 +392,9 @@ def _build_affinity(ctx: Context, src, inputs):
             input=pre_key, src=src, kind=a["kind"], dtype=a["dtype"],
             gamma=a["gamma"] if a["kind"] in ("gaussian", "knn") else None,
             n_neighbors=a["n_neighbors"] if knn else None, seed=point["cluster"]["seed"] if knn else None,
-            chunk_rows=0 if knn else kernel_chunk_rows(ctx.info["n_samples"], itemsize, ctx.cfg.max_memory)))
+            chunk_rows=0 if knn else kernel_chunk_rows(ctx.info["n_samples"], itemsize, ctx.cfg.max_memory),
+            # "auto" is left out of the key: stores made before [affinity] knn existed keep their keys
+            knn=a.get("knn", "auto") if knn and a.get("knn", "auto") != "auto" else None))
     return out
 
 
