@@ -143,3 +143,15 @@ def test_affinity_key_unchanged_by_default_and_changed_by_a_method():
     q = AffinityParams(input="abc", src="preprocess", kind="knn", dtype="float64", gamma=1.0, n_neighbors=10,
                        seed=0, knn="exact")
     assert stage_key(q) != old
+
+
+def test_estimator_knn_parameter():
+    from bigclust.estimators import SpectralClustering
+
+    rng = np.random.default_rng(3)
+    Xb = np.vstack([rng.normal(0, 0.3, (40, 3)), rng.normal(5, 0.3, (40, 3))])
+    a = SpectralClustering(2, affinity="knn", n_neighbors=6, knn="exact", random_state=0).fit(Xb)
+    assert sorted(np.bincount(a.labels_)) == [40, 40]
+    assert a.get_params()["knn"] == "exact"
+    with pytest.raises(ValueError, match="unknown knn method"):
+        SpectralClustering(2, affinity="knn", knn="annoy").fit(Xb)
