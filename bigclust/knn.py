@@ -60,7 +60,11 @@ def _dense(X, dtype=None):
         raise UserError(f"kNN needs a 2-D array of rows, got shape {X.shape}")
     if dtype is None:
         dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
-    return np.ascontiguousarray(X, dtype=dtype)
+    X = np.ascontiguousarray(X, dtype=dtype)
+    if not np.isfinite(X).all():
+        raise UserError("kNN input has NaN or infinite values (first in row "
+                        f"{int(np.flatnonzero(~np.isfinite(X).all(axis=1))[0])})")
+    return X
 
 
 def _augment(A, scale, query):

@@ -148,6 +148,8 @@ def pca_fit(X, n_components, *, random_state=0, n_oversamples=10, n_iter=6, chun
     if not 1 <= n_components <= min(n, d):
         raise DataError(f"PCA n_components={n_components} must be in [1, {min(n, d)}]")
     l = min(d, n_components + max(0, int(n_oversamples)))
+    if hasattr(X, "rechunk"):
+        X = X.rechunk({1: -1})          # whole rows per block
     sums = _pass(X, _col_sums, chunk_rows)
     mean = sums[:-1] / sums[-1]
     rng = np.random.default_rng(random_state)

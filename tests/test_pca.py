@@ -54,3 +54,25 @@ def test_transform_keeps_float32_and_bounds(data):
     assert pca_transform(X.astype(np.float32), mean, comps).dtype == np.float32
     with pytest.raises(DataError, match="n_components"):
         pca_fit(X, 41)
+
+
+def test_pipeline_preprocess_pca_streams_and_equals_in_memory(tmp_path, make_config):
+    from conftest import blobs
+
+    from bigclust.pipeline import run
+    from bigclust.preprocess import l2_normalize
+    from bigclust.store import Store, read_matrix
+
+    X, y = blobs(n=150, d=5)
+    np.savez(tmp_path / "d.npz", X=X, y=y)
+    cfg = make_config(tmp_path / "d.npz", '[preprocess]\npca = 3\n')
+    cfg.write_text(cfg.read_text().replace('[data]\n', '[data]\nchunk_rows = 40\n'))   # several chunks
+    recs = run(cfg)
+    assert recs[0]["acc_avg"] == pytest.approx(1.0)
+    s = Store(tmp_path / "store.zarr")
+    (key,) = s.stage_keys("preprocess")
+    Z = np.asarray(read_matrix(s.open("preprocess", key), "X"))
+    Xn = l2_normalize(X).astype(np.float64)
+    ref = PCA(3, svd_solver="full").fit(Xn)
+    signs = np.sign(np.sum(Z * ref.transform(Xn), axis=0))
+    np.testing.assert_allclose(Z * signs, ref.transform(Xn), atol=1e-5)
