@@ -28,14 +28,32 @@ APPROX_RUNS = (
 )
 
 
+#: CPU seconds (all threads of this process) of the last :func:`_timed` call, median over its repeats
+_last_cpu = [0.0]
+
+
 def _timed(fn, repeats):
-    """(median seconds, every time, last result) of ``fn()`` over ``repeats`` runs."""
-    times, out = [], None
+    """(median wall seconds, every wall time, last result) of ``fn()`` over ``repeats`` runs.
+
+    The median CPU time (user + system, every thread) goes to ``_last_cpu``: on a
+    shared machine it moves far less with the load than the wall time.
+    """
+    times, cpu, out = [], [], None
     for _ in range(max(1, repeats)):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         out = fn()
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    _last_cpu[0] = statistics.median(cpu)
     return statistics.median(times), times, out
+
+
+def _note(res, key):
+    """One progress line on stderr per measurement, so that a run cut short still leaves its numbers."""
+    import sys
+
+    print(f"{key}: {res.get(key + '_seconds')} s, cpu {res.get(key + '_cpu_seconds')} s, "
+          f"recall {res.get(key + '_recall')}", file=sys.stderr, flush=True)
 
 
 def _available(lib):
@@ -63,14 +81,18 @@ def _space(X, ks, repeats, exact_repeats, res, tag, runs):
         med, times, (ind, _) = _timed(lambda: knn_exact(X, k), exact_repeats)
         exact[k] = ind
         res[f"{tag}_k{k}_exact_seconds"], res[f"{tag}_k{k}_exact_times"] = med, times
+        res[f"{tag}_k{k}_exact_cpu_seconds"] = _last_cpu[0]
         res[f"{tag}_k{k}_exact_recall"] = 1.0
+        _note(res, f"{tag}_k{k}_exact")
         for name, lib, params in runs:
             if not _available("faiss" if lib == "faiss" else lib):
                 res[f"{tag}_k{k}_{name}_skipped"] = f"{lib} not installed (pip install 'bigclust[knn]')"
                 continue
             med, times, (ind_a, _) = _timed(lambda: knn_approx(X, k, lib, **params), repeats)
             res[f"{tag}_k{k}_{name}_seconds"], res[f"{tag}_k{k}_{name}_times"] = med, times
+            res[f"{tag}_k{k}_{name}_cpu_seconds"] = _last_cpu[0]
             res[f"{tag}_k{k}_{name}_recall"] = recall(ind_a, ind)
+            _note(res, f"{tag}_k{k}_{name}")
         base = res.get(f"{tag}_k{k}_pynndescent_seconds")
         for name in ["exact"] + [r[0] for r in runs]:
             t = res.get(f"{tag}_k{k}_{name}_seconds")
@@ -79,7 +101,7 @@ def _space(X, ks, repeats, exact_repeats, res, tag, runs):
     return exact
 
 
-def bench_knn(n=70000, ks=(10,), pca=50, repeats=3, raw=False, exact_repeats=None):
+def bench_knn(n=70000, ks=(10,), pca=50, repeats=3, raw=False, exact_repeats=None, approx=None):
     """Time the MNIST kNN graph: streamed PCA, then exact vs approximate search per k.
 
     Parameters
@@ -96,6 +118,8 @@ def bench_knn(n=70000, ks=(10,), pca=50, repeats=3, raw=False, exact_repeats=Non
         Also search the raw 784-d pixels (exact there is ~16x the PCA-50 work).
     exact_repeats : int or None
         Runs of the exact search (default ``repeats``; 1 keeps raw-pixel runs short).
+    approx : sequence of str or None
+        Names of :data:`APPROX_RUNS` to measure (None: all; pynndescent is always kept, as the baseline).
 
     Returns
     -------
@@ -107,20 +131,23 @@ def bench_knn(n=70000, ks=(10,), pca=50, repeats=3, raw=False, exact_repeats=Non
     from .preprocess import pca_fit, pca_transform
 
     exact_repeats = repeats if exact_repeats is None else exact_repeats
+    runs = tuple(r for r in APPROX_RUNS if approx is None or r[0] in approx or r[0] == "pynndescent")
     res = {"machine": machine(), "n": n, "k": list(ks), "pca": pca, "repeats": repeats,
            "exact_repeats": exact_repeats}
     t = time.perf_counter()
     X, _, res["data"] = load_points(n)
     res["seconds_load"] = time.perf_counter() - t
     res["d"] = X.shape[1]
-    exact_raw = _space(X, ks, repeats, exact_repeats, res, "raw", APPROX_RUNS) if raw or not pca else None
+    exact_raw = _space(X, ks, repeats, exact_repeats, res, "raw", runs) if raw or not pca else None
     if pca:
         def fit():
             mean, comps = pca_fit(X, pca)
             return pca_transform(X, mean, comps)
 
         res["pca_seconds"], res["pca_times"], Z = _timed(fit, repeats)
-        exact_pca = _space(Z, ks, repeats, exact_repeats, res, f"pca{pca}", APPROX_RUNS)
+        res["pca_cpu_seconds"] = _last_cpu[0]
+        _note(res, "pca")
+        exact_pca = _space(Z, ks, repeats, exact_repeats, res, f"pca{pca}", runs)
         for k in ks:
             res[f"pca{pca}_k{k}_pca_plus_exact_seconds"] = res["pca_seconds"] + res[f"pca{pca}_k{k}_exact_seconds"]
             if exact_raw is not None:
@@ -138,9 +165,9 @@ def format_report(res: dict) -> str:
     lines = [f"machine: {m['cpu']}, {m['logical_cores']} logical cores, {m['ram_gb']} GB, numba threads "
              f"{m['numba_threads']}; load average {m['load_avg_1min']} before, {res['load_avg_after']} after",
              f"data: {res['data']}; n={res['n']} d={res['d']}; repeats={res['repeats']} "
-             f"(exact: {res['exact_repeats']}); medians in seconds"]
+             f"(exact: {res['exact_repeats']}); medians of wall seconds (cpu: all threads of this process)"]
     if "pca_seconds" in res:
-        lines.append(f"streamed PCA-{res['pca']}: {res['pca_seconds']:.2f} s")
+        lines.append(f"streamed PCA-{res['pca']}: {res['pca_seconds']:.2f} s (cpu {res['pca_cpu_seconds']:.2f} s)")
     names = ["exact"] + [r[0] for r in APPROX_RUNS]
     tags = [t for t in ("raw", f"pca{res['pca']}") if any(key.startswith(t + "_") for key in res)]
     for tag in tags:
@@ -154,7 +181,8 @@ def format_report(res: dict) -> str:
                 if f"{pre}_seconds" not in res:
                     continue
                 ratio = res.get(f"{pre}_ratio_vs_pynndescent")
-                lines.append(f"  {name:18s} {res[pre + '_seconds']:8.2f} s  recall@{k} {res[pre + '_recall']:.4f}"
+                lines.append(f"  {name:18s} {res[pre + '_seconds']:8.2f} s (cpu {res[pre + '_cpu_seconds']:7.2f} s)  "
+                             f"recall@{k} {res[pre + '_recall']:.4f}"
                              + (f"  x{ratio:.3f} of pynndescent" if ratio is not None else ""))
             if tag != "raw":
                 lines.append(f"  PCA + exact: {res[f'{tag}_k{k}_pca_plus_exact_seconds']:.2f} s"
