@@ -4,7 +4,7 @@ For every space (the PCA projection, and optionally the raw 784 pixels) and
 every k it measures, in one run: the exact blocked search
 (:func:`bigclust.knn.knn_exact`), pynndescent with today's settings and with
 tuned ones, hnswlib and faiss (HNSW) when installed; the median wall time over
-``repeats``, recall@k against the exact graph of the same space, and the ratio
+``repeats`` (every library on all cores), recall@k against the exact graph of the same space, and the ratio
 of every time to pynndescent's measured alongside.  The streamed PCA
 (:func:`bigclust.preprocess.pca_fit`) is timed on its own, and the PCA graph's
 recall against the exact graph of the raw pixels is reported when that is
@@ -75,7 +75,7 @@ def _space(X, ks, repeats, exact_repeats, res, tag, runs):
     knn_exact(W, min(ks))
     for _, lib, params in runs:
         if _available("faiss" if lib == "faiss" else lib):
-            knn_approx(W, min(ks), lib, **params)
+            knn_approx(W, min(ks), lib, n_jobs=os.cpu_count(), **params)
     exact = {}
     for k in ks:
         med, times, (ind, _) = _timed(lambda: knn_exact(X, k), exact_repeats)
@@ -88,7 +88,7 @@ def _space(X, ks, repeats, exact_repeats, res, tag, runs):
             if not _available("faiss" if lib == "faiss" else lib):
                 res[f"{tag}_k{k}_{name}_skipped"] = f"{lib} not installed (pip install 'bigclust[knn]')"
                 continue
-            med, times, (ind_a, _) = _timed(lambda: knn_approx(X, k, lib, **params), repeats)
+            med, times, (ind_a, _) = _timed(lambda: knn_approx(X, k, lib, n_jobs=os.cpu_count(), **params), repeats)
             res[f"{tag}_k{k}_{name}_seconds"], res[f"{tag}_k{k}_{name}_times"] = med, times
             res[f"{tag}_k{k}_{name}_cpu_seconds"] = _last_cpu[0]
             res[f"{tag}_k{k}_{name}_recall"] = recall(ind_a, ind)

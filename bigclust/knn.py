@@ -199,8 +199,9 @@ def knn_approx(X, k, library=APPROX_DEFAULT, *, random_state=0, n_jobs=None, **p
     the point itself excluded, rows sorted by distance.  ``params`` override
     :data:`APPROX_PARAMS` (pynndescent: any ``NNDescent`` keyword; hnswlib /
     faiss: ``M``, ``ef_construction``, ``ef``).  ``n_jobs`` threads (None:
-    all cores); hnswlib and faiss build their graph in parallel, so their
-    result may vary from run to run with more than one thread.
+    one for pynndescent, whose graph is then a function of the seed as the
+    pipeline always had it, all cores for hnswlib and faiss); a graph built
+    by several threads may vary from run to run.
     """
     import os
 
@@ -210,7 +211,8 @@ def knn_approx(X, k, library=APPROX_DEFAULT, *, random_state=0, n_jobs=None, **p
     n, d = X.shape
     if not 1 <= k <= n - 1:
         raise UserError(f"k={k} must be between 1 and n-1={n - 1}")
-    threads = n_jobs or os.cpu_count() or 1
+    # pynndescent: one thread unless asked (today's graph, the same for a seed); the HNSW builds: all cores
+    threads = n_jobs or (1 if library == "pynndescent" else os.cpu_count() or 1)
     p = {**APPROX_PARAMS[library], **params}
     kk = k + 1
     if library == "pynndescent":
