@@ -3,7 +3,8 @@
 Dense kernels (``gaussian``, ``linear``, ``cosine``, ``cosine2``) are built in
 row blocks as a Dask array, so a kernel larger than memory streams straight
 into zarr.  The ``knn`` affinity is a sparse CSR matrix: Gaussian weights on
-the symmetrised k-nearest-neighbour graph from pynndescent, self-loops kept.
+the symmetrised k-nearest-neighbour graph (exact blocked search or an
+approximate library, :mod:`bigclust.knn`), self-loops kept.
 """
 from __future__ import annotations
 
@@ -260,43 +261,36 @@ def check_gaussian_width(X, gamma, *, n_sample=256, seed=0):
     return med, d2
 
 
-def knn_graph(X, n_neighbors=15, *, random_state=0):
-    """Approximate k nearest neighbours of every row (pynndescent).
+def knn_graph(X, n_neighbors=15, *, random_state=0, method="auto"):
+    """k nearest neighbours of every row, the point itself first.
 
-    Returns ``(indices, distances)``, each (n, k); each row's first neighbour
-    is the point itself at distance 0.
+    ``method`` is the search of :func:`bigclust.knn.knn_search`: ``"exact"``
+    (blocked GEMM), ``"approx"`` or a library name (``"pynndescent"``,
+    ``"hnswlib"``, ``"faiss"``), or ``"auto"`` (exact while ``n^2 d`` is
+    small, see :data:`bigclust.knn.EXACT_WORK_LIMIT`).
+
+    Returns ``(indices int64, distances float64)``, each (n, k): row i is
+    ``i`` at distance 0, then its ``k - 1`` nearest other points by
+    increasing distance (a duplicate of i at distance 0 among them).
     """
+    from .knn import check_method, knn_search
+
+    check_method(method)
     n = X.shape[0]
     if not 2 <= n_neighbors <= n:
         raise UserError(f"n_neighbors={n_neighbors} must be between 2 and n={n}")
-    if n <= 4096:
-        # exact search is cheap here and makes small runs independent of NN-descent's randomness
-        from sklearn.neighbors import NearestNeighbors
-        dist, ind = NearestNeighbors(n_neighbors=n_neighbors).fit(X).kneighbors(X)
-    else:
-        from pynndescent import NNDescent
-        index = NNDescent(X, n_neighbors=n_neighbors, metric="euclidean",
-                          random_state=random_state, n_jobs=1)
-        ind, dist = index.neighbor_graph
-    ind = np.asarray(ind, dtype=np.int64)
-    dist = np.asarray(dist, dtype=np.float64)
-    # make the self-loop explicit whatever order ties came out in
-    for i in np.flatnonzero(ind[:, 0] != np.arange(n)):
-        row = ind[i]
-        j = np.flatnonzero(row == i)
-        if j.size:
-            row[[0, j[0]]] = row[[j[0], 0]]
-            dist[i, [0, j[0]]] = dist[i, [j[0], 0]]
-        else:  # duplicates hid the point itself: put it first, drop the farthest
-            ind[i, 1:] = row[:-1]
-            dist[i, 1:] = dist[i, :-1]
-            ind[i, 0] = i
-            dist[i, 0] = 0.0
+    ind, d2 = knn_search(X, n_neighbors - 1, method, random_state=random_state)
+    ind = np.hstack([np.arange(n, dtype=np.int64)[:, None], ind])
+    dist = np.hstack([np.zeros((n, 1)), np.sqrt(d2)])
     return ind, dist
 
 
-def knn_kernel(X, n_neighbors=15, gamma=1.0, *, random_state=0, dtype=np.float64, return_gamma=False):
+def knn_kernel(X, n_neighbors=15, gamma=1.0, *, random_state=0, dtype=np.float64, method="auto",
+               return_gamma=False):
     """Gaussian weights on the symmetrised kNN graph, as CSR (self-loops kept).
+
+    The neighbours come from :func:`knn_graph` with ``method`` (exact or
+    approximate search, see :mod:`bigclust.knn`).
 
     ``K_ij = exp(-||x_i - x_j||^2 / gamma)`` when j is among the k nearest
     neighbours of i or i among those of j, else 0; ``K_ii = 1``.  The weight
@@ -321,7 +315,7 @@ def knn_kernel(X, n_neighbors=15, gamma=1.0, *, random_state=0, dtype=np.float64
         raise UserError(f"gamma must be > 0, got {gamma}")
     Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
     n = Xd.shape[0]
-    ind, dist = knn_graph(Xd, n_neighbors, random_state=random_state)
+    ind, dist = knn_graph(Xd, n_neighbors, random_state=random_state, method=method)
     if median:
         gamma = _positive_median(dist[:, 1:].ravel() ** 2, f"the {n_neighbors}-nearest-neighbour pairs")
     w = np.empty(dist.size)

@@ -290,5 +290,26 @@ def bench_sparse(n, k, gamma, n_init, sklearn_timeout, sklearn_subset, sklearn_e
                      sklearn_subset=sklearn_subset, sklearn_eigen_solver=sklearn_eigen_solver), as_json)
 
 
+@bench.command("knn")
+@click.option("--n", default=70000, show_default=True, type=click.IntRange(min=100), help="First n MNIST images.")
+@click.option("--k", "ks", default=(10,), show_default=True, multiple=True, type=click.IntRange(min=1),
+              help="Neighbours per point, the point itself excluded (repeat for several).")
+@click.option("--pca", default=50, show_default=True, type=click.IntRange(min=0),
+              help="Components of the streamed PCA before the search (0: raw pixels only).")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1))
+@click.option("--raw", is_flag=True, help="Also search the raw 784-d pixels (slow: the exact search there is "
+                                          "about 16x the PCA-50 work).")
+@click.option("--exact-repeats", default=None, type=click.IntRange(min=1),
+              help="Runs of the exact search (default: --repeats).")
+@click.option("--approx", multiple=True, type=click.Choice(["pynndescent-tuned", "hnswlib", "faiss-hnsw"]),
+              help="Approximate searches besides pynndescent (repeat; default: all).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def bench_knn(n, ks, pca, repeats, raw, exact_repeats, approx, as_json):
+    """MNIST kNN graph: streamed PCA, exact blocked search vs pynndescent / hnswlib / faiss (time, recall)."""
+    from .bench_knn import bench_knn as run, format_report
+    res = run(n=n, ks=tuple(ks), pca=pca, repeats=repeats, raw=raw, exact_repeats=exact_repeats,
+              approx=tuple(approx) or None)
+    click.echo(json.dumps(res) if as_json else format_report(res))
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -89,6 +89,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
                      '> 0 or "median"'),
         "n_neighbors": Key(int, 15, lambda v: v >= 2, ">= 2"),
         "dtype": _choice("float64", "float32"),
+        # how kind = "knn" finds neighbours (bigclust.knn): exact blocked GEMM, approximate, or by n^2 d
+        "knn": _choice("auto", "exact", "approx", "pynndescent", "hnswlib", "faiss"),
     },
     "method": {
         # checked against the registry in from_dict; each method's own parameters are in its section

@@ -143,6 +143,9 @@ class SpectralClustering(_PipelineEstimator):
         kNN pairs); ``gamma_`` holds the value used.
     n_neighbors : int, default=15
         Neighbours per point for ``affinity="knn"``.
+    knn : {"auto", "exact", "approx", "pynndescent", "hnswlib", "faiss"}, default="auto"
+        How ``affinity="knn"`` finds the neighbours (:mod:`bigclust.knn`): exact blocked
+        search, an approximate library, or ``"auto"`` (exact while ``n^2 d`` is small).
     normalization : {"bbs", "sk", "ncut", "ra", "rc"}, default="bbs"
         ``bbs``: Euclidean bi-stochastic projection; ``sk``: Sinkhorn-Knopp;
         ``ncut``: ``D^-1/2 K D^-1/2``; ``ra``: K itself; ``rc``: ratio cut (``K - D``).
@@ -186,11 +189,12 @@ class SpectralClustering(_PipelineEstimator):
 
     def __init__(self, n_clusters=8, *, affinity="gaussian", gamma=1.0, n_neighbors=15, normalization="bbs",
                  solver="dual", n_iter=1000, tol=0.0, l2_normalize=False, n_init=10, max_iter=300,
-                 eigensolver="auto", random_state=None, max_memory="4GB", scheduler=None):
+                 eigensolver="auto", random_state=None, max_memory="4GB", scheduler=None, knn="auto"):
         self.n_clusters = n_clusters
         self.affinity = affinity
         self.gamma = gamma
         self.n_neighbors = n_neighbors
+        self.knn = knn
         self.normalization = normalization
         self.solver = solver
         self.n_iter = n_iter
@@ -211,7 +215,8 @@ class SpectralClustering(_PipelineEstimator):
             "data": {"path": "<array>"},
             # sparse input is taken as it is (the pipeline's tf-idf defaults are for word counts)
             "preprocess": {"l2_normalize": bool(self.l2_normalize), "tfidf": False},
-            "affinity": {"kind": self.affinity, "gamma": _gamma(self.gamma), "n_neighbors": self.n_neighbors},
+            "affinity": {"kind": self.affinity, "gamma": _gamma(self.gamma), "n_neighbors": self.n_neighbors,
+                         "knn": self.knn},
             "method": {"names": [self.normalization]},
             self.normalization: method,
             "cluster": {"n_clusters": self.n_clusters, "n_init": self.n_init, "max_iter": self.max_iter,
@@ -226,6 +231,8 @@ class SpectralClustering(_PipelineEstimator):
             raise ValueError(f"affinity must be one of {', '.join(AFFINITIES)}, got {self.affinity!r}")
         if self.normalization not in NORMALIZATIONS:
             raise ValueError(f"normalization must be one of {', '.join(NORMALIZATIONS)}, got {self.normalization!r}")
+        from .knn import check_method
+        check_method(self.knn)                      # a UserError, i.e. a ValueError naming the choices
         k = self.n_clusters
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
             raise ValueError(f"n_clusters must be an integer >= 1, got {k!r}")

@@ -55,27 +55,131 @@ def l2_normalize(X, *, copy=True, row_offset=0):
     return X
 
 
-def pca_fit(X, n_components, *, random_state=0):
-    """Fit PCA on the rows of ``X`` and return ``(mean, components)``.
+def _row_chunks(X, chunk_rows):
+    """Row chunks of an ndarray / sparse matrix as ``(start, chunk)``; Dask arrays by their own chunks."""
+    if hasattr(X, "to_delayed"):
+        return None
+    return [(r0, X[r0:r0 + chunk_rows]) for r0 in range(0, X.shape[0], chunk_rows)]
 
-    Uses a randomized SVD of the centred data (Halko et al.) so that a wide
-    ``X`` never builds a d x d covariance; ``components`` has shape
-    (n_components, d) with orthonormal rows.
+
+def _pass(X, fn, chunk_rows, *args):
+    """``sum(fn(chunk, *args))`` over the row chunks of X: one pass over the data.
+
+    A Dask array is summed by a pairwise tree of delayed partial results (run
+    by whatever scheduler is active, one chunk per task); anything else is
+    sliced into ``chunk_rows`` rows here.  Only a chunk and the partial sums
+    are alive at a time.
     """
-    from sklearn.utils.extmath import randomized_svd
+    chunks = _row_chunks(X, chunk_rows)
+    if chunks is not None:
+        total = None
+        for _, C in chunks:
+            part = fn(C, *args)
+            total = part if total is None else total + part
+        return total
+    import dask
 
-    if not 1 <= n_components <= min(X.shape):
-        raise DataError(f"PCA n_components={n_components} must be in [1, {min(X.shape)}]")
-    Xd = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
-    mean = Xd.mean(axis=0)
-    _, _, vt = randomized_svd(Xd - mean, n_components, random_state=random_state)
-    return mean, vt
+    parts = [dask.delayed(fn, pure=True)(blk, *args) for blk in X.to_delayed().ravel()]
+    while len(parts) > 1:
+        parts = [dask.delayed(np.add, pure=True)(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
+                 for i in range(0, len(parts), 2)]
+    return dask.compute(parts[0])[0]
+
+
+def _col_sums(C):
+    s = np.asarray(C.sum(axis=0), dtype=np.float64).ravel() if sp.issparse(C) else \
+        np.asarray(C).sum(axis=0, dtype=np.float64)
+    return np.concatenate([s, [C.shape[0]]])
+
+
+def _cov_times(C, mean, Q):
+    """``Cc^T (Cc Q)`` for the centred chunk ``Cc = C - 1 mean^T``, without forming Cc.
+
+    ``Cc Q = C Q - 1 (mean^T Q)`` and ``Cc^T W = C^T W - mean (1^T W)``: a
+    sparse chunk stays sparse, a dense one is never shifted in place.
+    """
+    # float32 data is multiplied in float32 (half the GEMM time, no float64 copy of the chunk);
+    # the d x l partial sums across chunks are accumulated in float64
+    dt = np.float32 if C.dtype == np.float32 else np.float64
+    if not sp.issparse(C):
+        C = np.asarray(C, dtype=dt)
+    W = np.asarray(C @ Q.astype(dt), dtype=np.float64) - mean @ Q
+    return np.asarray(C.T @ W.astype(dt), dtype=np.float64) - np.outer(mean, W.sum(axis=0))
+
+
+def pca_fit(X, n_components, *, random_state=0, n_oversamples=10, n_iter=6, chunk_rows=4096,
+            return_variance=False):
+    """Fit PCA on the rows of ``X`` in passes over row chunks; return ``(mean, components)``.
+
+    A randomised range finder with power (subspace) iterations on the
+    covariance ``Xc^T Xc`` (Halko, Martinsson & Tropp 2011, Alg. 4.4 applied
+    to ``Xc^T Xc``), then Rayleigh-Ritz on the subspace found: every pass
+    reads one chunk at a time and accumulates a d x l product,
+    ``l = n_components + n_oversamples``.  The centring is implicit
+    (:func:`_cov_times`): no centred copy of the data is ever made.
+
+    Parameters
+    ----------
+    X : ndarray, scipy.sparse matrix or dask.array.Array, shape (n, d)
+        Samples in rows; a Dask array is read chunk by chunk (its own row
+        chunks), in ``n_iter + 2`` passes.
+    n_components : int
+        ``1 <= n_components <= min(n, d)``.
+    random_state : int
+        Seed of the Gaussian test matrix.
+    n_oversamples : int
+        Extra columns of the subspace (accuracy of the last components).
+    n_iter : int
+        Power iterations; each multiplies the subspace by the covariance, so
+        the error of component i shrinks like ``(s_{l+1} / s_i)^(2 n_iter + 2)``.
+    chunk_rows : int
+        Rows per chunk for in-memory input.
+    return_variance : bool
+        Also return the explained variances (eigenvalues of the covariance
+        ``Xc^T Xc / (n - 1)``) of the components.
+
+    Returns
+    -------
+    mean : ndarray float64 (d,)
+    components : ndarray float64 (n_components, d)
+        Orthonormal rows, in decreasing order of variance, each signed so
+        that its entry of largest magnitude is positive (scikit-learn's
+        ``svd_flip`` on ``V``).
+    variance : ndarray float64 (n_components,), if ``return_variance``
+    """
+    n, d = X.shape
+    if not 1 <= n_components <= min(n, d):
+        raise DataError(f"PCA n_components={n_components} must be in [1, {min(n, d)}]")
+    l = min(d, n_components + max(0, int(n_oversamples)))
+    if hasattr(X, "rechunk"):
+        X = X.rechunk({1: -1})          # whole rows per block
+    sums = _pass(X, _col_sums, chunk_rows)
+    mean = sums[:-1] / sums[-1]
+    rng = np.random.default_rng(random_state)
+    Q, _ = np.linalg.qr(rng.standard_normal((d, l)))
+    for _ in range(max(0, int(n_iter))):
+        Q, _ = np.linalg.qr(_pass(X, _cov_times, chunk_rows, mean, Q))
+    B = _pass(X, _cov_times, chunk_rows, mean, Q)   # C Q, C = Xc^T Xc
+    T = Q.T @ B
+    w, U = np.linalg.eigh((T + T.T) / 2)
+    order = np.argsort(w)[::-1][:n_components]
+    comps = (Q @ U[:, order]).T
+    big = np.argmax(np.abs(comps), axis=1)
+    comps *= np.sign(comps[np.arange(n_components), big])[:, None]
+    if return_variance:
+        return mean, comps, np.maximum(w[order], 0) / max(1, n - 1)
+    return mean, comps
 
 
 def pca_transform(X, mean, components):
-    """Project rows of ``X`` onto the PCA ``components`` (after centring)."""
-    Xd = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
-    return ((Xd - mean) @ components.T).astype(np.float32 if Xd.dtype == np.float32 else np.float64)
+    """Project rows of ``X`` onto the PCA ``components`` after centring: ``X V^T - mean V^T``.
+
+    Works on one chunk (dense or sparse) without shifting it; float32 input
+    gives float32 output.
+    """
+    Xd = X if sp.issparse(X) else np.asarray(X)
+    out = np.asarray(Xd @ components.T, dtype=np.float64) - mean @ components.T
+    return out.astype(np.float32 if Xd.dtype == np.float32 else np.float64)
 
 
 _TFIDF_LOCAL = ("tf", "binary", "augmented", "log")

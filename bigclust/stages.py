@@ -90,6 +90,7 @@ class AffinityParams:
     n_neighbors: int | None                       # kNN only
     seed: int | None                              # kNN only (approximate search)
     chunk_rows: int = field(default=0, metadata=RUNTIME)   # rows per stored chunk (dense); values do not depend on it
+    knn: str | None = field(default=None, metadata=ADDED)  # kNN search ([affinity] knn); None = "auto"
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,8 @@ def affinity(store_path, key, attrs, p: AffinityParams, **_):
     with store.write("affinity", key, attrs) as g:
         gamma = p.gamma
         if p.kind == "knn":
-            K, gamma = knn_kernel(X, p.n_neighbors, p.gamma, random_state=p.seed, dtype=dtype, return_gamma=True)
+            K, gamma = knn_kernel(X, p.n_neighbors, p.gamma, random_state=p.seed, dtype=dtype,
+                                  method=p.knn or "auto", return_gamma=True)
             write_csr(g, "K", K)
         else:
             if p.kind == "gaussian":
@@ -400,7 +402,9 @@ def _build_affinity(ctx: Context, src, inputs):
             input=pre_key, src=src, kind=a["kind"], dtype=a["dtype"],
             gamma=a["gamma"] if a["kind"] in ("gaussian", "knn") else None,
             n_neighbors=a["n_neighbors"] if knn else None, seed=point["cluster"]["seed"] if knn else None,
-            chunk_rows=0 if knn else kernel_chunk_rows(ctx.info["n_samples"], itemsize, ctx.cfg.max_memory)))
+            chunk_rows=0 if knn else kernel_chunk_rows(ctx.info["n_samples"], itemsize, ctx.cfg.max_memory),
+            # "auto" is left out of the key: stores made before [affinity] knn existed keep their keys
+            knn=a.get("knn", "auto") if knn and a.get("knn", "auto") != "auto" else None))
     return out
 
 

@@ -111,8 +111,6 @@ def preprocess(store_path, key, attrs, p: PreprocessParams, **_):
     (a few tens of thousands of documents) is weighted in memory because idf
     needs every document first, and is standardised by scaling only.
     """
-    import dask.array as da
-
     from .preprocess import l2_normalize, pca_fit, pca_transform, standardize, standardize_fit, tfidf
 
     store = Store(store_path)
@@ -145,9 +143,11 @@ def preprocess(store_path, key, attrs, p: PreprocessParams, **_):
             if params["l2_normalize"]:
                 Xd = Xd.map_blocks(_l2_block, dtype=Xd.dtype)
             if params["pca"]:
-                X = Xd.compute()
-                mean, comps = pca_fit(X, params["pca"])
-                Xd = da.from_array(pca_transform(X, mean, comps), chunks=(chunk_rows, params["pca"]))
+                # streamed: passes over the row chunks, never the whole X (nor a centred copy) in memory
+                Xd = Xd.rechunk({1: -1})          # whole rows per block: the projection needs every column
+                mean, comps = pca_fit(Xd, params["pca"])
+                Xd = Xd.map_blocks(pca_transform, mean, comps, dtype=np.float32,
+                                   chunks=(Xd.chunks[0], (params["pca"],)))
             write_dense(g, "X", Xd, chunk_rows=chunk_rows, dtype=np.float32)
 
 

@@ -72,6 +72,8 @@ HINTS = {
     "--workdir": ["bench ooc"],
     "--sklearn-eigen-solver": ["bench sparse"],
     "--gamma": ["bench sparse"],
+    "--export": ["labels"],
+    "--format": ["labels"],
 }
 
 
