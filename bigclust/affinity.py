@@ -197,20 +197,29 @@ def knn_graph(X, n_neighbors=15, *, random_state=0):
         index = NNDescent(X, n_neighbors=n_neighbors, metric="euclidean",
                           random_state=random_state, n_jobs=1)
         ind, dist = index.neighbor_graph
+    return self_first(ind, dist)
+
+
+def self_first(ind, dist, row0=0):
+    """Neighbour lists of rows ``row0 ..`` with each row's own point first at distance 0 (int64, float64).
+
+    Makes the self-loop explicit whatever order ties came out in; where
+    duplicates hid the point itself, it is put first and the farthest dropped.
+    """
     ind = np.asarray(ind, dtype=np.int64)
     dist = np.asarray(dist, dtype=np.float64)
-    # make the self-loop explicit whatever order ties came out in
-    for i in np.flatnonzero(ind[:, 0] != np.arange(n)):
-        row = ind[i]
+    me = row0 + np.arange(ind.shape[0])
+    for r in np.flatnonzero(ind[:, 0] != me):
+        row, i = ind[r], me[r]
         j = np.flatnonzero(row == i)
         if j.size:
             row[[0, j[0]]] = row[[j[0], 0]]
-            dist[i, [0, j[0]]] = dist[i, [j[0], 0]]
+            dist[r, [0, j[0]]] = dist[r, [j[0], 0]]
         else:  # duplicates hid the point itself: put it first, drop the farthest
-            ind[i, 1:] = row[:-1]
-            dist[i, 1:] = dist[i, :-1]
-            ind[i, 0] = i
-            dist[i, 0] = 0.0
+            ind[r, 1:] = row[:-1]
+            dist[r, 1:] = dist[r, :-1]
+            ind[r, 0] = i
+            dist[r, 0] = 0.0
     return ind, dist
 
 
@@ -225,15 +234,26 @@ def knn_kernel(X, n_neighbors=15, gamma=1.0, *, random_state=0, dtype=np.float64
     Warns when the graph has more than one connected component: spectral
     clustering then sees each component as at least one cluster.
     """
+    if not gamma > 0:
+        raise UserError(f"gamma must be > 0, got {gamma}")
+    Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
+    ind, dist = knn_graph(Xd, n_neighbors, random_state=random_state)
+    return kernel_from_neighbors(ind, dist, n_neighbors, gamma, dtype=dtype)
+
+
+def kernel_from_neighbors(ind, dist, n_neighbors, gamma, *, dtype=np.float64):
+    """:func:`knn_kernel` from given neighbour lists ``ind`` / ``dist`` (n, k), each row's own point first.
+
+    Used by :func:`knn_kernel` and by the chunked kNN stage (:mod:`bigclust.knn_stage`),
+    which finds the neighbours chunk by chunk; warns as :func:`knn_kernel` does.
+    """
     from scipy.sparse.csgraph import connected_components
 
     from .affinity_numba import gaussian_weights
 
     if not gamma > 0:
         raise UserError(f"gamma must be > 0, got {gamma}")
-    Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
-    n = Xd.shape[0]
-    ind, dist = knn_graph(Xd, n_neighbors, random_state=random_state)
+    n = ind.shape[0]
     w = np.empty(dist.size)
     gaussian_weights(dist.ravel(), float(gamma), w)
     rows = np.repeat(np.arange(n), ind.shape[1])

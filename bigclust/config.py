@@ -68,6 +68,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "gamma": _pos(float, 1.0),
         "n_neighbors": Key(int, 15, lambda v: v >= 2, ">= 2"),
         "dtype": _choice("float64", "float32"),
+        # kind = "knn": > 0 searches exactly in resumable chunks of this many rows (tasks on a cluster), 0 in one task
+        "knn_chunk_rows": _nonneg(int, 0, sweep=False),
     },
     "method": {
         # checked against the registry in from_dict; each method's own parameters are in its section

@@ -36,17 +36,23 @@ from .stages_data import ingest, open_source, preprocess, subset  # noqa: F401  
 
 #: metadata of a field that is passed to the stage but not hashed into its key
 RUNTIME = {"hash": False}
+#: metadata of a field hashed only when not None (a new option leaves the keys of instances without it unchanged)
+IF_SET = {"hash": "if-set"}
+
+
+def _keyed(f, v) -> bool:
+    h = f.metadata.get("hash", True)
+    return h is True or (h == "if-set" and v is not None)
 
 
 def stage_key(p) -> str:
     """The store key of a stage instance: a hash of its parameter dataclass (RUNTIME fields left out)."""
-    return stable_hash({f.name: getattr(p, f.name) for f in dataclasses.fields(p)
-                        if f.metadata.get("hash", True)})
+    return stable_hash(hashed(p))
 
 
 def hashed(p) -> dict:
     """The hashed fields of a parameter dataclass (what the store records as the instance's params)."""
-    return {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.metadata.get("hash", True)}
+    return {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if _keyed(f, getattr(p, f.name))}
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,8 @@ class AffinityParams:
     n_neighbors: int | None                       # kNN only
     seed: int | None                              # kNN only (approximate search)
     chunk_rows: int = field(default=0, metadata=RUNTIME)   # rows per stored chunk (dense); values do not depend on it
+    search: str | None = field(default=None, metadata=IF_SET)  # "exact": chunked resumable search (knn_stage)
+    knn_chunk_rows: int = field(default=0, metadata=RUNTIME)    # its rows per chunk (a task each)
 
 
 @dataclass(frozen=True)
@@ -172,10 +180,13 @@ class StageDef:
 # -- affinity -------------------------------------------------------------------
 
 
-def affinity(store_path, key, attrs, p: AffinityParams, **_):
+def affinity(store_path, key, attrs, p: AffinityParams, *, client=None, **_):
     """The kernel matrix K into ``stages/affinity/<key>`` (dense row chunks or CSR)."""
     from .affinity import check_gaussian_width, dense_kernel, knn_kernel
 
+    if p.kind == "knn" and p.knn_chunk_rows:  # resumable row chunks, tasks on the cluster (knn_stage)
+        from .knn_stage import knn_chunked
+        return knn_chunked(store_path, key, attrs, p, client=client)
     store = Store(store_path)
     X = read_matrix(store.open(p.src, p.input), "X")
     dtype = np.dtype(p.dtype)
@@ -385,7 +396,9 @@ def _build_affinity(ctx: Context, src, inputs):
             input=pre_key, src=src, kind=a["kind"], dtype=a["dtype"],
             gamma=a["gamma"] if a["kind"] in ("gaussian", "knn") else None,
             n_neighbors=a["n_neighbors"] if knn else None, seed=point["cluster"]["seed"] if knn else None,
-            chunk_rows=0 if knn else kernel_chunk_rows(ctx.info["n_samples"], itemsize, ctx.cfg.max_memory)))
+            chunk_rows=0 if knn else kernel_chunk_rows(ctx.info["n_samples"], itemsize, ctx.cfg.max_memory),
+            search="exact" if knn and a["knn_chunk_rows"] else None,
+            knn_chunk_rows=a["knn_chunk_rows"] if knn else 0))
     return out
 
 
@@ -467,7 +480,8 @@ def register_stage(sd: StageDef, *, replace: bool = False) -> StageDef:
 
 register_stage(StageDef("affinity", _build_affinity, affinity, "K",
                         # dense kernels are Dask graphs of row blocks; the kNN graph needs every row in one process
-                        where=lambda p: "task" if p.kind == "knn" else "here",
+                        # unless searched in chunks (tasks of their own, driven from here)
+                        where=lambda p: "task" if p.kind == "knn" and not p.knn_chunk_rows else "here",
                         describe=lambda p: _show(p)))
 register_stage(StageDef("embed", _build_embed, embed, "E",
                         where=lambda p: "task" if p.in_memory else "here",
