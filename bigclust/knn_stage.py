@@ -37,7 +37,10 @@ def neighbors_of_rows(X, r0: int, r1: int, k: int):
 
     Exact search by scikit-learn's brute force (its chunked ``ArgKmin``: distance
     tiles through BLAS, never an (r1 - r0) x n matrix larger than its working
-    memory).  Returns ``(ind int64, dist)`` of shape (r1 - r0, k).
+    memory).  Returns ``(ind int64, dist)`` of shape (r1 - r0, k).  The blocked
+    Numba search of issue 13 item 1 replaces the body by
+    ``ind, d2 = knn_exact(X, k, queries=X[r0:r1]); return ind, np.sqrt(d2)``
+    (the caller recomputes and orders the distances itself).
     """
     from sklearn.neighbors import NearestNeighbors
 

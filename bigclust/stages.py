@@ -36,13 +36,13 @@ from .stages_data import ingest, open_source, preprocess, subset  # noqa: F401  
 
 #: metadata of a field that is passed to the stage but not hashed into its key
 RUNTIME = {"hash": False}
-#: metadata of a field hashed only when not None (a new option leaves the keys of instances without it unchanged)
-IF_SET = {"hash": "if-set"}
+#: metadata of a field added later: hashed only when set (not None), so older keys stay valid
+IF_SET = {"hash": "if set"}
 
 
-def _keyed(f, v) -> bool:
+def _hashes(f, p) -> bool:
     h = f.metadata.get("hash", True)
-    return h is True or (h == "if-set" and v is not None)
+    return getattr(p, f.name) is not None if h == "if set" else h
 
 
 def stage_key(p) -> str:
@@ -52,7 +52,7 @@ def stage_key(p) -> str:
 
 def hashed(p) -> dict:
     """The hashed fields of a parameter dataclass (what the store records as the instance's params)."""
-    return {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if _keyed(f, getattr(p, f.name))}
+    return {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if _hashes(f, p)}
 
 
 @dataclass(frozen=True)

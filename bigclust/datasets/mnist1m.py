@@ -158,3 +158,20 @@ def source(base_blocks, *, n_base: int, n_total: int = N_TOTAL, n_rows: int | No
             yield X, y
 
     return AugmentedSource(info, blocks, n_base=n_base, class_names=class_names)
+
+
+def open_prefix(n_rows: int, root=None) -> AugmentedSource:
+    """The first ``n_rows`` rows of ``mnist-1m`` from the MNIST files under ``root`` (default: the data root)."""
+    from pathlib import Path
+
+    from .registry import _BY_NAME, _selected, default_root
+
+    root = Path(root).expanduser() if root is not None else default_root()
+    spec = _BY_NAME["mnist-1m"]
+    base = _BY_NAME["mnist"]
+    paths = [root / f for f in spec.info.files]
+    for p in paths:
+        if not p.is_file():
+            raise DataError(f"data set 'mnist-1m' needs {p}, which does not exist (set --root or BIGCLUST_DATA)")
+    return source(lambda hint: _selected(base, paths, hint), n_base=base.info.n_samples,
+                  n_total=spec.info.n_samples, n_rows=n_rows, files=spec.info.files, class_names=list(spec.classes))

@@ -142,11 +142,8 @@ def open_dataset(name: str, root=None) -> Source:
             return text.news20_source(spec.info, paths[0], spec.opts["splits"])
         return text.reuters_source(spec.info, paths, spec.opts["min_docs"])
     if spec.kind == "mnist1m":  # generated chunk by chunk from the MNIST files (datasets/mnist1m.py)
-        from . import mnist1m
-        base = _BY_NAME["mnist"]
-        return mnist1m.source(lambda hint: _selected(base, paths, hint), n_base=base.info.n_samples,
-                              n_total=spec.info.n_samples, name=name, files=spec.info.files,
-                              class_names=list(spec.classes))
+        from .mnist1m import open_prefix
+        return open_prefix(spec.info.n_samples, root)
     kept = list(spec.keep) if spec.keep is not None else list(spec.classes)
     return Source(spec.info, lambda hint: _selected(spec, paths, hint), class_names=kept)
 
