@@ -224,7 +224,9 @@ def scale_result(n, seconds, peak_rss, *, peak_rss_sum=None, extra=None) -> dict
            "slopes": fit_slopes(n, seconds)}
     if peak_rss_sum is not None:
         res["peak_rss_sum_bytes"] = peak_rss_sum
-    res["total_seconds"] = [float(sum(seconds[s][i] for s in seconds if seconds[s][i] is not None))
+    # stages skipped in a resumed run have no time (None / NaN): the total is of the stages that ran
+    res["total_seconds"] = [float(sum(seconds[s][i] for s in seconds
+                                      if seconds[s][i] is not None and np.isfinite(seconds[s][i])))
                             for i in range(len(n))]
     return res
 

@@ -482,7 +482,7 @@ register_stage(StageDef("affinity", _build_affinity, affinity, "K",
                         # dense kernels are Dask graphs of row blocks; the kNN graph needs every row in one process
                         # unless searched in chunks (tasks of their own, driven from here)
                         where=lambda p: "task" if p.kind == "knn" and not p.knn_chunk_rows else "here",
-                        describe=lambda p: _show(p)))
+                        report=("knn_chunks",), describe=lambda p: _show(p)))
 register_stage(StageDef("embed", _build_embed, embed, "E",
                         where=lambda p: "task" if p.in_memory else "here",
                         report=("MB", "MC", "norm_n_iter", "row_err", "history", "alpha", "components"),

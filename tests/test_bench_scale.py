@@ -40,6 +40,9 @@ def test_scale_result_json_keys_and_plot(tmp_path):
     assert all(len(v) == len(N) for v in back["seconds"].values())
     assert all(v == pytest.approx(1.0) for v in back["slopes"].values())
     assert back["total_seconds"][0] == pytest.approx(sum(seconds[s][0] for s in bs.STAGES))
+    seconds["ingest"][1] = float("nan")                      # skipped by a resumed run
+    assert bs.scale_result(N, seconds, peak)["total_seconds"][1] == pytest.approx(
+        sum(seconds[s][1] for s in bs.STAGES if s != "ingest"))
     with pytest.raises(ValueError, match="has 2 values for 5 sizes"):
         bs.scale_result(N, {"knn": [1.0, 2.0]}, {})
     bs.plot(res, tmp_path / "s.png")
