@@ -285,6 +285,29 @@ def knn_graph(X, n_neighbors=15, *, random_state=0, method="auto"):
     return ind, dist
 
 
+def self_first(ind, dist, row0=0):
+    """Neighbour lists of rows ``row0 ..`` with each row's own point first at distance 0 (int64, float64).
+
+    Makes the self-loop explicit whatever order ties came out in; where
+    duplicates hid the point itself, it is put first and the farthest dropped.
+    """
+    ind = np.asarray(ind, dtype=np.int64)
+    dist = np.asarray(dist, dtype=np.float64)
+    me = row0 + np.arange(ind.shape[0])
+    for r in np.flatnonzero(ind[:, 0] != me):
+        row, i = ind[r], me[r]
+        j = np.flatnonzero(row == i)
+        if j.size:
+            row[[0, j[0]]] = row[[j[0], 0]]
+            dist[r, [0, j[0]]] = dist[r, [j[0], 0]]
+        else:  # duplicates hid the point itself: put it first, drop the farthest
+            ind[r, 1:] = row[:-1]
+            dist[r, 1:] = dist[r, :-1]
+            ind[r, 0] = i
+            dist[r, 0] = 0.0
+    return ind, dist
+
+
 def knn_kernel(X, n_neighbors=15, gamma=1.0, *, random_state=0, dtype=np.float64, method="auto",
                return_gamma=False):
     """Gaussian weights on the symmetrised kNN graph, as CSR (self-loops kept).
@@ -304,20 +327,36 @@ def knn_kernel(X, n_neighbors=15, gamma=1.0, *, random_state=0, dtype=np.float64
     Warns when the graph has more than one connected component: spectral
     clustering then sees each component as at least one cluster.
     """
+    gamma = _check_gamma(gamma)
+    Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
+    ind, dist = knn_graph(Xd, n_neighbors, random_state=random_state, method=method)
+    K, gamma = kernel_from_neighbors(ind, dist, n_neighbors, gamma, dtype=dtype, return_gamma=True)
+    return (K, gamma) if return_gamma else K
+
+
+def _check_gamma(gamma):
+    if isinstance(gamma, str):
+        if gamma != "median":
+            raise UserError(f"gamma must be a number > 0 or \"median\", got {gamma!r}")
+    elif not gamma > 0:
+        raise UserError(f"gamma must be > 0, got {gamma}")
+    return gamma
+
+
+def kernel_from_neighbors(ind, dist, n_neighbors, gamma, *, dtype=np.float64, return_gamma=False):
+    """:func:`knn_kernel` from given neighbour lists ``ind`` / ``dist`` (n, k), each row's own point first.
+
+    Used by :func:`knn_kernel` and by the chunked kNN stage (:mod:`bigclust.knn_stage`),
+    which finds the neighbours chunk by chunk; ``gamma`` may be ``"median"``
+    (over the pairs given); warns as :func:`knn_kernel` does.
+    """
     from scipy.sparse.csgraph import connected_components
 
     from .affinity_numba import gaussian_weights
 
-    median = isinstance(gamma, str)
-    if median and gamma != "median":
-        raise UserError(f"gamma must be a number > 0 or \"median\", got {gamma!r}")
-    if not median and not gamma > 0:
-        raise UserError(f"gamma must be > 0, got {gamma}")
-    Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
-    n = Xd.shape[0]
-    ind, dist = knn_graph(Xd, n_neighbors, random_state=random_state, method=method)
-    if median:
+    if _check_gamma(gamma) == "median":
         gamma = _positive_median(dist[:, 1:].ravel() ** 2, f"the {n_neighbors}-nearest-neighbour pairs")
+    n = ind.shape[0]
     w = np.empty(dist.size)
     gaussian_weights(dist.ravel(), float(gamma), w)
     rows = np.repeat(np.arange(n), ind.shape[1])

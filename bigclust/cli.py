@@ -311,5 +311,36 @@ def bench_knn(n, ks, pca, repeats, raw, exact_repeats, approx, as_json):
               approx=tuple(approx) or None)
     click.echo(json.dumps(res) if as_json else format_report(res))
 
+
+@bench.command("scale")
+@click.option("--sizes", default=",".join(map(str, (10_000, 20_000, 35_000, 70_000, 140_000, 280_000, 560_000,
+                                                    1_000_000))), show_default=True,
+              help="Comma-separated n (rows of mnist-1m, a prefix each).")
+@click.option("--methods", default="sk,bbs_dual", show_default=True, help="Normalisations to run: sk, bbs_dual.")
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--scheduler", default=None, help="'local-cluster', tcp://HOST:PORT or 'synchronous'; default: "
+              "the config's [dask] scheduler, else threads in this process.")
+@click.option("--config", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="Pipeline settings (e.g. pipelines/scale/mnist-1m.toml); default: the same, built in.")
+@click.option("--out", default="bench-scale", show_default=True, help="Folder for scale.json and scale.png.")
+@click.option("--workdir", default=None, type=click.Path(file_okay=False),
+              help="Folder for the temporary stores (on a shared file system for a multi-machine scheduler).")
+@click.option("--keep", is_flag=True, help="Keep the stores of every size; with --workdir the stores sit at fixed "
+              "places there and a re-run resumes (finished stages and kNN chunks are not recomputed).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def bench_scale(sizes, methods, repeats, scheduler, config, out, workdir, keep, as_json):
+    """Time and peak RSS per stage of the kNN pipeline at growing n, log-log slopes (JSON + PNG)."""
+    from .bench_scale import bench_scale as run
+    try:
+        ns = [int(s) for s in sizes.split(",") if s.strip()]
+    except ValueError:
+        raise UserError(f"--sizes must be comma-separated integers, got {sizes!r}") from None
+    res = run(ns, methods=[m.strip() for m in methods.split(",") if m.strip()], repeats=repeats,
+              scheduler=scheduler, config=config, out=out, workdir=workdir, keep=keep,
+              log=lambda m: click.echo(m, err=True))
+    from .bench_scale import format_scale
+    click.echo(json.dumps(res, default=float) if as_json else format_scale(res))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -91,6 +91,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "dtype": _choice("float64", "float32"),
         # how kind = "knn" finds neighbours (bigclust.knn): exact blocked GEMM, approximate, or by n^2 d
         "knn": _choice("auto", "exact", "approx", "pynndescent", "hnswlib", "faiss"),
+        # kind = "knn": > 0 searches exactly in resumable chunks of this many rows (tasks on a cluster), 0 in one task
+        "knn_chunk_rows": _nonneg(int, 0, sweep=False),
     },
     "method": {
         # checked against the registry in from_dict; each method's own parameters are in its section

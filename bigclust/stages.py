@@ -91,6 +91,8 @@ class AffinityParams:
     seed: int | None                              # kNN only (approximate search)
     chunk_rows: int = field(default=0, metadata=RUNTIME)   # rows per stored chunk (dense); values do not depend on it
     knn: str | None = field(default=None, metadata=ADDED)  # kNN search ([affinity] knn); None = "auto"
+    search: str | None = field(default=None, metadata=ADDED)  # "exact": chunked resumable search (knn_stage)
+    knn_chunk_rows: int = field(default=0, metadata=RUNTIME)    # its rows per chunk (a task each)
 
 
 @dataclass(frozen=True)
@@ -180,7 +182,7 @@ class StageDef:
 # -- affinity -------------------------------------------------------------------
 
 
-def affinity(store_path, key, attrs, p: AffinityParams, **_):
+def affinity(store_path, key, attrs, p: AffinityParams, *, client=None, **_):
     """The kernel matrix K into ``stages/affinity/<key>`` (dense row chunks or CSR).
 
     ``gamma = "median"`` is resolved here, from the stage's input rows, and
@@ -188,6 +190,9 @@ def affinity(store_path, key, attrs, p: AffinityParams, **_):
     """
     from .affinity import check_gaussian_width, dense_kernel, knn_kernel, resolve_gamma
 
+    if p.kind == "knn" and p.knn_chunk_rows:  # resumable row chunks, tasks on the cluster (knn_stage)
+        from .knn_stage import knn_chunked
+        return knn_chunked(store_path, key, attrs, p, client=client)
     store = Store(store_path)
     X = read_matrix(store.open(p.src, p.input), "X")
     dtype = np.dtype(p.dtype)
@@ -397,6 +402,9 @@ def _build_affinity(ctx: Context, src, inputs):
     for point in ctx.group:
         a = point["affinity"]
         knn = a["kind"] == "knn"
+        if knn and a["knn_chunk_rows"] and a.get("knn", "auto") not in ("auto", "exact"):
+            raise UserError(f"[affinity] knn_chunk_rows searches exactly in chunks; it cannot use "
+                            f"knn = \"{a['knn']}\" (set knn = \"exact\" or knn_chunk_rows = 0)")
         itemsize = np.dtype(a["dtype"]).itemsize
         out.append(AffinityParams(
             input=pre_key, src=src, kind=a["kind"], dtype=a["dtype"],
@@ -404,7 +412,9 @@ def _build_affinity(ctx: Context, src, inputs):
             n_neighbors=a["n_neighbors"] if knn else None, seed=point["cluster"]["seed"] if knn else None,
             chunk_rows=0 if knn else kernel_chunk_rows(ctx.info["n_samples"], itemsize, ctx.cfg.max_memory),
             # "auto" is left out of the key: stores made before [affinity] knn existed keep their keys
-            knn=a.get("knn", "auto") if knn and a.get("knn", "auto") != "auto" else None))
+            knn=a.get("knn", "auto") if knn and a.get("knn", "auto") != "auto" else None,
+            search="exact" if knn and a["knn_chunk_rows"] else None,
+            knn_chunk_rows=a["knn_chunk_rows"] if knn else 0))
     return out
 
 
@@ -486,8 +496,9 @@ def register_stage(sd: StageDef, *, replace: bool = False) -> StageDef:
 
 register_stage(StageDef("affinity", _build_affinity, affinity, "K",
                         # dense kernels are Dask graphs of row blocks; the kNN graph needs every row in one process
-                        where=lambda p: "task" if p.kind == "knn" else "here",
-                        describe=lambda p: _show(p)))
+                        # unless searched in chunks (tasks of their own, driven from here)
+                        where=lambda p: "task" if p.kind == "knn" and not p.knn_chunk_rows else "here",
+                        report=("knn_chunks",), describe=lambda p: _show(p)))
 register_stage(StageDef("embed", _build_embed, embed, "E",
                         where=lambda p: "task" if p.in_memory else "here",
                         report=("MB", "MC", "norm_n_iter", "row_err", "history", "alpha", "components"),

@@ -48,7 +48,8 @@ def _check_finite(X, row0, name):
 
 
 def ingest(store_path, key, attrs, p: IngestParams, *, source, progress=None, **_):
-    """Stream ``source`` in row chunks into ``stages/ingest/<key>`` (arrays X, y).
+    """Stream ``source`` in row chunks into ``stages/ingest/<key>`` (arrays X, y; plus the per-row
+    arrays of a source with ``row_extras``, e.g. mnist-1m's ``origin``).
 
     Dense X is appended chunk by chunk to a row-chunked zarr array, so the
     raw file is never in memory as a whole where its reader streams.  Sparse
@@ -60,6 +61,7 @@ def ingest(store_path, key, attrs, p: IngestParams, *, source, progress=None, **
         n_done = 0
         ys, sparse_parts = [], []
         X_arr = None
+        extras = getattr(source, "row_extras", None)
         for Xc, yc in source.iter_chunks(chunk_rows):
             _check_finite(Xc, n_done, info.name)
             if sp.issparse(Xc):
@@ -73,6 +75,12 @@ def ingest(store_path, key, attrs, p: IngestParams, *, source, progress=None, **
                 X_arr.resize((n_done + Xc.shape[0], Xc.shape[1]))
                 X_arr[n_done:n_done + Xc.shape[0]] = Xc
             ys.append(np.asarray(yc, dtype=np.int64))
+            if extras is not None:  # per-row arrays a generated source adds (mnist-1m: origin)
+                for name, arr in extras(n_done, n_done + Xc.shape[0]).items():
+                    if name not in g:
+                        g.create_array(name, shape=(info.n_samples,), dtype=arr.dtype,
+                                       chunks=(max(1, min(chunk_rows, info.n_samples)),), fill_value=0)
+                    g[name][n_done:n_done + Xc.shape[0]] = arr
             n_done += Xc.shape[0]
             if progress is not None:
                 progress(Xc.shape[0])

@@ -82,6 +82,7 @@ _TABLE = [
     _s("news20",      7515,   -1,  20, "news20",  _NEWS,         "20 Newsgroups bydate test split (7532 docs, 17 empty dropped), term counts; stands in for paper 000's LibSVM NEWS20", splits=("test",)),
     _s("news20-all",  18809,  -1,  20, "news20",  _NEWS,         "20 Newsgroups bydate, training then test (18846 docs, 37 empty dropped), term counts", splits=("train", "test")),
     _s("reuters",     9465,   -1,  51, "reuters", _REUTERS,      "Reuters-21578 single-topic documents, topics with >= 5 (paper 001)", min_docs=5),
+    _s("mnist-1m",    1000000, 784, 10, "mnist1m", _MNIST_TRAIN + _MNIST_TEST, "MNIST then deterministic rotated/zoomed/shifted copies to 1,000,000 rows (label and origin of the source digit)", classes=_DIGITS),
 ]
 _BY_NAME = {spec.info.name: spec for spec in _TABLE}
 
@@ -140,6 +141,9 @@ def open_dataset(name: str, root=None) -> Source:
         if spec.kind == "news20":
             return text.news20_source(spec.info, paths[0], spec.opts["splits"])
         return text.reuters_source(spec.info, paths, spec.opts["min_docs"])
+    if spec.kind == "mnist1m":  # generated chunk by chunk from the MNIST files (datasets/mnist1m.py)
+        from .mnist1m import open_prefix
+        return open_prefix(spec.info.n_samples, root)
     kept = list(spec.keep) if spec.keep is not None else list(spec.classes)
     return Source(spec.info, lambda hint: _selected(spec, paths, hint), class_names=kept)
 
