@@ -287,6 +287,7 @@ class SubspaceParams:
     lam: float = nonnegative(0.0, float)      # 0: SSC's rule lambda = min_i ||A_i^T x_i||_inf / alpha; LSR/LRR 0.05
     alpha: float = positive(20.0, float)
     svt: str = param("exact", choices=("exact", "gram", "randomized"))  # LRR's singular value thresholding
+    pca: int = nonnegative(0, int)            # > 0: PCA features computed after augmentation (originals + copies)
     # AkS-SC (semi-supervised, labels = argmax F of label propagation): the data's labels, -1 = unlabelled;
     # labelled_per_class > 0 keeps a seeded draw of that many labelled samples per class (the rest -1)
     semi_supervised: bool = param(False)

@@ -15,7 +15,7 @@ def affinity(X, p, seed):
         opts["svt_method"] = p.svt
     return subspace_affinity(np.asarray(X), regularizer=p.regularizer, n_neighbors=p.n_neighbors or None,
                              augment=None if p.augment == "none" else p.augment, lam=p.lam or None,
-                             random_state=seed, **opts)
+                             random_state=seed, pca=p.pca, **opts)
 
 
 def ncut_memory(W, p, y):

@@ -83,6 +83,9 @@ def semi_fit(X, y_known, p, n_classes, seed):
         X_aug, origin, _ = interpolate(X, y_known, p.n_interpolate, n_mix=2, weights="uniform", random_state=seed)
     else:
         X_aug, origin = augment_images(X, random_state=seed, **_augment_options(p.augment, None, None))
+    if p.pca:
+        from . import features_after_augmentation
+        X, X_aug = features_after_augmentation(X, X_aug, p.pca)
     opts = {"svt_method": p.svt} if p.regularizer == "nuclear" else {}
     return aks_sc(X, y_known, X_aug=X_aug, origin=origin, regularizer=p.regularizer, n_neighbors=p.n_neighbors,
                   lam=p.lam or None, alpha=p.alpha, gamma=p.gamma, n_classes=n_classes, random_state=seed,
