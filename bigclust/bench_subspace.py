@@ -162,5 +162,7 @@ def bench_subspace(n=5000, k=50, d=100, repeats=3, n_ref=300, coil20_repeats=1):
     out.update(bench_admm(n=n, k=k, d=d, repeats=repeats, n_ref=n_ref))
     if coil20_repeats:
         out.update(bench_coil20(repeats=coil20_repeats))
+    else:
+        out.update(coil20_seconds=None, coil20_skipped="coil20_repeats = 0")
     out["load_avg_end"] = round(os.getloadavg()[0], 2)
     return out
