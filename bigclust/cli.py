@@ -342,5 +342,21 @@ def bench_scale(sizes, methods, repeats, scheduler, config, out, workdir, keep, 
     click.echo(json.dumps(res, default=float) if as_json else format_scale(res))
 
 
+@bench.command("subspace")
+@click.option("--n", default=5000, show_default=True, type=click.IntRange(min=100), help="ADMM columns (samples).")
+@click.option("--k", default=50, show_default=True, type=click.IntRange(min=2), help="Atoms per column.")
+@click.option("--d", default=100, show_default=True, type=click.IntRange(min=2), help="Features.")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1))
+@click.option("--n-ref", default=300, show_default=True, type=click.IntRange(min=1),
+              help="Columns the NumPy loop and scikit-learn's Lasso solve.")
+@click.option("--coil20-repeats", default=1, show_default=True, type=click.IntRange(min=0),
+              help="Seeds of Ak-SSC on COIL-20 end to end (0: skip; needs $BIGCLUST_DATA).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def bench_subspace(n, k, d, repeats, n_ref, coil20_repeats, as_json):
+    """Per-column SSC ADMM vs a NumPy loop and scikit-learn's Lasso; Ak-SSC on COIL-20 end to end."""
+    from .bench_subspace import bench_subspace as run
+    _bench_print(run(n=n, k=k, d=d, repeats=repeats, n_ref=n_ref, coil20_repeats=coil20_repeats), as_json)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -30,8 +30,8 @@ AFFINITIES = ("gaussian", "knn", "linear", "cosine", "cosine2")
 NORMALIZATIONS = ("bbs", "sk", "ncut", "ra", "rc")
 
 
-def _array_source(X, chunk_rows):
-    """A :class:`bigclust.datasets.Source` over an in-memory or Dask array (unlabelled: y = -1)."""
+def _array_source(X, chunk_rows, y=None):
+    """A :class:`bigclust.datasets.Source` over an in-memory or Dask array (unlabelled: y = -1 unless given)."""
     from .datasets import DatasetInfo, Source
 
     n, d = X.shape
@@ -45,7 +45,7 @@ def _array_source(X, chunk_rows):
             if dask_array:
                 blk = blk.compute()
             blk = sp.csr_matrix(blk, dtype=np.float32) if sp.issparse(blk) else np.asarray(blk, dtype=np.float32)
-            yield blk, np.full(blk.shape[0], -1, dtype=np.int64)
+            yield blk, (np.full(blk.shape[0], -1, dtype=np.int64) if y is None else y[r0:r0 + blk.shape[0]])
 
     return Source(info, blocks)
 
@@ -270,13 +270,13 @@ class SpectralClustering(_PipelineEstimator):
         return self
 
 
-def run_estimator(raw_config: dict, X, scheduler=None) -> dict:
+def run_estimator(raw_config: dict, X, scheduler=None, y=None) -> dict:
     """Run one method of a config dict on the array X in a temporary store; the picked restart's results.
 
     Returns a dict with ``labels`` (the restart of lowest inertia), ``inertia``,
     ``E`` (the embedding, if the chain has one), ``K`` (the kernel when it
     fits ``max_memory``, else None), ``embed`` (the embed stage's attributes)
-    and ``record`` (the pipeline's record).
+    and ``record`` (the pipeline's record).  ``y``: int64 labels stored with X (-1 = unlabelled).
     """
     from .config import from_dict
     from .pipeline import Runner, dask_client, instances
@@ -290,7 +290,7 @@ def run_estimator(raw_config: dict, X, scheduler=None) -> dict:
         store = Store(f"{folder}/store.zarr", owner={"array": "estimator"})
         with dask_client(scheduler) as client:
             runner = Runner(cfg, store, client, force=False, log=lambda msg: None)
-            runner.source = _array_source(X, point["data"]["chunk_rows"])
+            runner.source = _array_source(X, point["data"]["chunk_rows"], y)
             method = get_method(cfg.methods[0])
             rec, (stage, key) = runner.run_instance(method, instances(cfg, [point], method)[0])
         out = {"record": rec, "embed": {}, "E": None, "K": None}
@@ -305,7 +305,7 @@ def run_estimator(raw_config: dict, X, scheduler=None) -> dict:
             if st == "embed":
                 out["embed"] = runner.done[(st, k)]
                 out["E"] = read_matrix(store.open(st, k), "E")
-            elif st == "subspace":
+            elif st in ("subspace", "semisup"):
                 out["K"] = read_matrix(store.open(st, k), "K")
             elif st == "affinity":
                 ga = store.open(st, k)
@@ -443,25 +443,35 @@ class NMFClustering(_PipelineEstimator):
 
 
 class SubspaceClustering(_PipelineEstimator):
-    """Augmented subspace clustering (paper 002): Ak-SSC / Ak-LSR / Ak-LRR, scikit-learn style.
+    """Augmented subspace clustering (paper 002): Ak-SSC / Ak-LSR / Ak-LRR and AkS-SC, scikit-learn style.
 
     Each sample is written as a combination of its ``n_neighbors`` nearest atoms of a dictionary of
     the samples and their augmented copies (never itself or its own copies); the coefficients are
     folded back onto the samples, ``W = |C̄| + |C̄|ᵀ``, then Ncut, spectral embedding and k-means.
+    ``fit(X, y)`` with ``-1`` marking unlabelled samples in ``y`` runs the semi-supervised AkS-SC
+    instead: label propagation alternated with the coefficients, ``labels_`` = argmax of the label
+    matrix F, in ``y``'s classes (a fully labelled ``y`` is ignored, as clusterers do).
 
     Parameters
     ----------
     n_clusters : int, default=8
+        With a partially labelled ``y``: must equal the number of labelled classes.
     regularizer : {"l1", "l2", "nuclear"}, default="l1"
         SSC (per-column ADMM), LSR (closed form), LRR (inexact ALM with singular value thresholding).
     n_neighbors : int, default=10
-        Size of each sample's kNN dictionary; 0 uses the whole dictionary (classical SSC/LSR/LRR).
-    augment : {None, "coil20", "mnist"}, default=None
-        None: no augmentation (kNN-SSC/LSR/LRR).  ``"coil20"``: 32x32 images (column-major), flip +
-        5 rotations + 5 scalings; ``"mnist"``: 28x28, 5 rotations + 5 scalings.
+        Size of each sample's kNN dictionary; 0 uses the whole dictionary (classical SSC/LSR/LRR;
+        not with a partially labelled ``y``).
+    augment : {None, "coil20", "coil20_rotscale", "mnist", "interpolate"}, default=None
+        None: no augmentation (kNN-SSC/LSR/LRR; the -LP variants of AkS-SC).  ``"coil20"``: 32x32
+        images (column-major), flip + 5 rotations + 5 scalings; ``"coil20_rotscale"``: without the
+        flip; ``"mnist"``: 28x28, 5 rotations + 5 scalings; ``"interpolate"`` (AkS-SC only):
+        ``n_interpolate`` random non-negative combinations of two labelled samples per class.
     lam : float, default=0.0
         Regularisation weight; 0 = the default rule (SSC: ``min_i ||A_iᵀ x_i||_inf / alpha``; LSR, LRR: 0.05).
     alpha : float, default=20.0
+    gamma : float, default=0.1
+        AkS-SC: coupling of the coefficients and the labels.
+    n_interpolate : int, default=720
     n_init : int, default=10
         k-means restarts on the embedding.
     random_state : int, RandomState or None
@@ -472,44 +482,79 @@ class SubspaceClustering(_PipelineEstimator):
     ----------
     labels_ : ndarray (n_samples,)
     affinity_matrix_ : scipy.sparse.csr_matrix (n_samples, n_samples)
-    embedding_ : ndarray (n_samples, n_clusters)
+    embedding_ : ndarray (n_samples, n_clusters), None for AkS-SC
+    label_distributions_ : ndarray (n_samples, n_classes), AkS-SC only: F, rows summing to 1
+    classes_ : ndarray, AkS-SC only: the labelled classes of ``y``
     n_features_in_ : int
     """
 
     def __init__(self, n_clusters=8, *, regularizer="l1", n_neighbors=10, augment=None, lam=0.0, alpha=20.0,
-                 n_init=10, random_state=None, max_memory="4GB", scheduler=None):
+                 gamma=0.1, n_interpolate=720, n_init=10, random_state=None, max_memory="4GB", scheduler=None):
         self.n_clusters = n_clusters
         self.regularizer = regularizer
         self.n_neighbors = n_neighbors
         self.augment = augment
         self.lam = lam
         self.alpha = alpha
+        self.gamma = gamma
+        self.n_interpolate = n_interpolate
         self.n_init = n_init
         self.random_state = random_state
         self.max_memory = max_memory
         self.scheduler = scheduler
 
     def fit(self, X, y=None):
-        """Cluster the rows of X (images flattened as the ``augment`` preset says)."""
+        """Cluster the rows of X (images flattened as the ``augment`` preset says); AkS-SC when y has -1 marks."""
         X = _check_X(self, X)
         k = self.n_clusters
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1 or (k >= X.shape[0] and k > 1):
             raise ValueError(f"n_clusters must be an integer between 1 and n_samples - 1, got {k!r}")
+        ys, classes = _semi_labels(y, X.shape[0], k)
         if k == 1:
-            self.labels_ = np.zeros(X.shape[0], dtype=np.int64)
+            self.labels_ = np.zeros(X.shape[0], dtype=np.int64) if ys is None else np.full(X.shape[0], classes[0])
             self.affinity_matrix_ = self.embedding_ = None
             return self
         cfg = {"data": {"path": "<array>"}, "preprocess": {"l2_normalize": False, "tfidf": False},
                "method": {"names": ["aksc"]},
                "aksc": {"regularizer": self.regularizer, "n_neighbors": self.n_neighbors,
                         "augment": "none" if self.augment is None else self.augment, "lam": float(self.lam),
-                        "alpha": float(self.alpha)},
+                        "alpha": float(self.alpha), "gamma": float(self.gamma),
+                        "n_interpolate": self.n_interpolate, "semi_supervised": ys is not None},
                "cluster": {"n_clusters": k, "n_init": self.n_init, "seed": _seed(self.random_state),
                            "algorithm": "lloyd"},
                "store": {"path": "<temporary>", "max_memory": self.max_memory},
                "output": {"dir": "<none>", "plots": False}}
         keep, Xk = _nonzero_rows(X, k, "SubspaceClustering", "sample")
-        res = run_estimator(cfg, Xk, self.scheduler)
-        self.labels_, self.embedding_ = _expand(keep, res["labels"], res["E"])
+        yk = None if ys is None else (ys if keep is None else ys[keep])
+        res = run_estimator(cfg, Xk, self.scheduler, y=yk)
         self.affinity_matrix_ = res["K"]  # over the non-zero samples
+        if ys is None:
+            self.labels_, self.embedding_ = _expand(keep, res["labels"], res["E"])
+            return self
+        lab, F = _expand(keep, res["labels"], res["arrays"]["F"])
+        self.labels_ = np.where(lab >= 0, classes[np.maximum(lab, 0)], -1)
+        self.label_distributions_, self.classes_, self.embedding_ = F, classes, None
         return self
+
+    def fit_predict(self, X, y=None):
+        """Cluster X (AkS-SC when y has -1 marks) and return ``labels_``."""
+        return self.fit(X, y).labels_
+
+
+def _semi_labels(y, n, k):
+    """``(codes 0..K-1 with -1 kept, classes)`` when y marks some samples -1 and labels others, else (None, None)."""
+    if y is None:
+        return None, None
+    y = np.asarray(y)
+    if y.ndim != 1 or y.shape[0] != n or not np.issubdtype(y.dtype, np.integer):
+        return None, None        # not a semi-supervised label vector: ignored, as clusterers ignore y
+    lab = y != -1
+    if lab.all() or not lab.any():
+        return None, None
+    classes = np.unique(y[lab])
+    if classes.size != k:
+        raise ValueError(f"y labels samples of {classes.size} classes but n_clusters={k}: AkS-SC needs at least "
+                         "one labelled sample in every cluster (set n_clusters to the number of labelled classes)")
+    codes = np.full(n, -1, dtype=np.int64)
+    codes[lab] = np.searchsorted(classes, y[lab])
+    return codes, classes

@@ -1,8 +1,8 @@
 """Numba kernels of :mod:`bigclust.knn`: partial top-k per row over GEMM tiles.
 
 The in-memory exact search parallelises over query rows with ``prange``
-(DESIGN.md section 3.3: one level of parallelism, the BLAS call between two
-kernels runs alone).  Every row keeps a max-heap of its k best candidates
+(one level of parallelism: the BLAS call between two kernels runs alone,
+never nested inside a parallel loop).  Every row keeps a max-heap of its k best candidates
 ordered by ``(distance, index)``, so ties are broken toward the smaller index
 whatever the tile sizes.
 """

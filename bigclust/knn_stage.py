@@ -5,7 +5,7 @@ search).  Here the rows are cut into chunks of ``[affinity] knn_chunk_rows``;
 each chunk's neighbour lists are one task (on the local machine, or on the
 workers of a ``dask.distributed`` cluster through ``--scheduler``) which
 writes them to a scratch zarr group of the store, then drops a marker file
-for the chunk.  The scratch group lives in ``<store>/work/affinity-<key>/``
+for the chunk.  The scratch group lives in the store's ``work`` folder, as ``affinity-<key>``
 (not under ``tmp/``, which the store empties of dead writers' leftovers), so
 a run killed in this stage leaves every finished chunk and its marker; the
 same command then computes only the chunks without a marker.  When all

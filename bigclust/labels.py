@@ -56,7 +56,7 @@ def _flat(store, chain) -> dict:
         if stage == "ingest":
             continue
         items = []
-        for k, v in store.open(stage, key).attrs.get("params", {}).items():
+        for k, v in store.open(stage, key, dropped_ok=True).attrs.get("params", {}).items():
             if k in _PLUMBING:
                 continue
             items += list(v.items()) if isinstance(v, dict) else [(k, v)]

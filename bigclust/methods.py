@@ -281,11 +281,34 @@ class SubspaceParams:
 
     regularizer: str = param("l1", choices=("l1", "l2", "nuclear"))   # SSC, LSR, LRR
     n_neighbors: int = nonnegative(10, int)   # k of the kNN dictionary; 0 = the full dictionary (SSC/LSR/LRR)
-    augment: str = param("none", choices=("none", "coil20", "mnist"))  # preset: image shape and transforms
+    # preset: image shape and transforms ("coil20_rotscale": without the flip); "interpolate": linear
+    # interpolation of labelled samples of a class (AkS-SC only)
+    augment: str = param("none", choices=("none", "coil20", "coil20_rotscale", "mnist", "interpolate"))
     lam: float = nonnegative(0.0, float)      # 0: SSC's rule lambda = min_i ||A_i^T x_i||_inf / alpha; LSR/LRR 0.05
     alpha: float = positive(20.0, float)
+    svt: str = param("exact", choices=("exact", "gram", "randomized"))  # LRR's singular value thresholding
+    pca: int = nonnegative(0, int)            # > 0: PCA features computed after augmentation (originals + copies)
+    # AkS-SC (semi-supervised, labels = argmax F of label propagation): the data's labels, -1 = unlabelled;
+    # labelled_per_class > 0 keeps a seeded draw of that many labelled samples per class (the rest -1)
+    semi_supervised: bool = param(False)
+    labelled_per_class: int = nonnegative(0, int)
+    gamma: float = positive(0.1, float)       # AkS-SC: coupling of C and the labels F
+    n_interpolate: int = positive(720, int)   # augment = "interpolate": new samples per class
 
 
-register(Method("aksc", SubspaceParams, ("subspace", "embed", "cluster"),
-                "augmented subspace clustering (paper 002): Ak-SSC / Ak-LSR / Ak-LRR, kNN-* without augmentation",
+def _aksc_chain(p, point):
+    """Ak-SC: W, Ncut embedding, k-means; AkS-SC: one stage that labels the samples itself."""
+    if not p.semi_supervised:
+        if p.labelled_per_class or p.augment == "interpolate":
+            raise UserError("[aksc] labelled_per_class and augment = \"interpolate\" need semi_supervised = true")
+        return ("subspace", "embed", "cluster")
+    if p.n_neighbors == 0:
+        raise UserError("[aksc] semi_supervised = true needs kNN supports: n_neighbors >= 1")
+    from .subspace import _stage  # noqa: F401  (registers the semisup stage on first use)
+    return ("semisup",)
+
+
+register(Method("aksc", SubspaceParams, _aksc_chain,
+                "augmented subspace clustering (paper 002): Ak-SSC / Ak-LSR / Ak-LRR, kNN-* without augmentation; "
+                "AkS-SC with semi_supervised",
                 normalize=_hook("ncut_memory", "bigclust.subspace._hooks")))

@@ -217,7 +217,8 @@ def compare_subsets(result_files, paper_csv, out_md=None, out_csv=None) -> str:
 def compare(result_files, paper_csv, out_md=None, out_csv=None) -> str:
     """Our best-over-γ results beside the paper's Tables II-V, with the difference.
 
-    A paper CSV with a ``k`` column (paper 001's subset tables) goes to :func:`compare_subsets`.
+    A paper CSV with a ``k`` column (paper 001's subset tables) goes to :func:`compare_subsets`, one with
+    ``metric`` and ``std`` columns (paper 002) to :func:`bigclust.report_subspace.compare_subspace`.
 
     Parameters
     ----------
@@ -234,8 +235,12 @@ def compare(result_files, paper_csv, out_md=None, out_csv=None) -> str:
         The Markdown text.
     """
     with open(paper_csv) as f:
-        if "k" in next(csv.reader(ln for ln in f if not ln.startswith("#"))):
-            return compare_subsets(result_files, paper_csv, out_md, out_csv)
+        header = next(csv.reader(ln for ln in f if not ln.startswith("#")))
+    if "k" in header:
+        return compare_subsets(result_files, paper_csv, out_md, out_csv)
+    from .report_subspace import compare_subspace, is_subspace_csv
+    if is_subspace_csv(header):  # paper 002: err / NMI mean ± std per method and setting
+        return compare_subspace(result_files, paper_csv, out_md, out_csv)
     records = []
     for p in result_files:
         records += json.loads(Path(p).read_text())

@@ -449,8 +449,11 @@ def _build_cluster(ctx: Context, src, inputs):
 
 def _build_subspace(ctx: Context, src, inputs):
     (key,) = inputs
+    # without augmentation W does not depend on the trial's seed (exact kNN; NN-descent seeded with 0):
+    # the trials of kNN-* and full SC share one W and differ only in their k-means starts
+    seed = ctx.point["cluster"]["seed"] if ctx.params.augment != "none" else 0
     return [SubspaceParams(input=key, src=src, method=ctx.method.name,
-                           method_params=dataclasses.asdict(ctx.params), seed=ctx.point["cluster"]["seed"])]
+                           method_params=dataclasses.asdict(ctx.params), seed=seed)]
 
 
 def _build_assign(ctx: Context, src, inputs):

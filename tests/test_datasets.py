@@ -481,6 +481,7 @@ EXPECTED = {
     "mnist": (70000, 784, np.add(MNIST_TRAIN, MNIST_TEST)),
     "mnist-0-4": (30596, 784, MNIST_TRAIN[:5]),
     "mnist-test-500": (500, 784, [50] * 10),
+    **{f"mnist-test-500-0-{K}": (50 * (K + 1), 784, [50] * (K + 1)) for K in range(1, 10)},
     "coil20": (1440, 1024, [72] * 20),
     "letter": (20000, 16, LETTERS),
     "letter-a-e": (3864, 16, LETTERS[0:5]),      # the five sizes are paper 000's Table I

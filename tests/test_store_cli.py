@@ -74,6 +74,8 @@ HINTS = {
     "--gamma": ["bench sparse"],
     "--export": ["labels"],
     "--format": ["labels"],
+    "--sizes": ["bench scale"],
+    "--methods": ["bench scale"],
 }
 
 

@@ -84,6 +84,10 @@ _TABLE = [
     _s("reuters",     9465,   -1,  51, "reuters", _REUTERS,      "Reuters-21578 single-topic documents, topics with >= 5 (paper 001)", min_docs=5),
     _s("mnist-1m",    1000000, 784, 10, "mnist1m", _MNIST_TRAIN + _MNIST_TEST, "MNIST then deterministic rotated/zoomed/shifted copies to 1,000,000 rows (label and origin of the source digit)", classes=_DIGITS),
 ]
+# paper 002's Table 2: the first 50 test images of the digits 0..K, the subsets [0:K] (K = 9: mnist-test-500)
+_TABLE += [_s(f"mnist-test-500-0-{K}", 50 * (K + 1), 784, K + 1, "idx", _MNIST_TEST,
+              f"first 50 MNIST test images of each digit 0..{K} (paper 002, Table 2's [0:{K}])", classes=_DIGITS,
+              first_per_class=50, keep=_DIGITS[:K + 1]) for K in range(1, 10)]
 _BY_NAME = {spec.info.name: spec for spec in _TABLE}
 
 

@@ -33,8 +33,9 @@ from .selfexpr import ConvergenceWarning, self_expression, ssc_lambda
 from .semi import aks_sc, propagate_labels
 
 __all__ = ["PRESETS", "ConvergenceWarning", "Dictionary", "affinity", "aks_sc", "augment", "augment_chunks",
-           "augment_images", "build_dictionary", "fold_back", "interpolate", "knn_dictionary",
-           "propagate_labels", "self_expression", "ssc_lambda", "subspace_affinity", "subspace_clustering"]
+           "augment_images", "build_dictionary", "features_after_augmentation", "fold_back", "interpolate",
+           "knn_dictionary", "propagate_labels", "self_expression", "ssc_lambda", "subspace_affinity",
+           "subspace_clustering"]
 
 
 def augment(X, augment="coil20", *, image_shape=None, order=None, random_state=None):
@@ -80,7 +81,7 @@ def _augment_options(augment, image_shape, order):
 
 
 def subspace_affinity(X, *, regularizer="l1", n_neighbors=10, augment=None, image_shape=None, order=None,
-                      lam=None, random_state=None, knn_method="auto", return_info=False, **solver_options):
+                      lam=None, random_state=None, knn_method="auto", pca=0, return_info=False, **solver_options):
     """Ak-SC affinity: augment -> dictionary -> coefficients -> fold back -> W.
 
     Parameters
@@ -101,6 +102,11 @@ def subspace_affinity(X, *, regularizer="l1", n_neighbors=10, augment=None, imag
     random_state : None or int
         Seed of the augmentation (and of the NN-descent index).
     knn_method : {"auto", "exact", "pynndescent"}
+    pca : int
+        0: the samples themselves are the features.  > 0: features = the first
+        ``pca`` principal components, computed AFTER augmentation (the paper
+        augments images, then computes features), fitted on the originals and
+        their augmented copies together (:func:`features_after_augmentation`).
     **solver_options
         Passed to :func:`self_expression` (alpha, rho, eps_abs, eps_rel, max_iter, LRR options).
 
@@ -115,6 +121,8 @@ def subspace_affinity(X, *, regularizer="l1", n_neighbors=10, augment=None, imag
     else:
         X_aug, origin = augment_images(X, random_state=random_state,
                                        **_augment_options(augment, image_shape, order))
+    if pca:
+        X, X_aug = features_after_augmentation(X, X_aug, pca)
     D = build_dictionary(X, X_aug, origin)
     seed = random_state if isinstance(random_state, (int, np.integer)) else 0
     nb = None if n_neighbors is None else knn_dictionary(D, n_neighbors, method=knn_method, random_state=seed)
@@ -126,8 +134,20 @@ def subspace_affinity(X, *, regularizer="l1", n_neighbors=10, augment=None, imag
     return W, dict(dictionary=D, neighbors=nb, C=C, Cbar=Cbar, solver=sinfo)
 
 
+def features_after_augmentation(X, X_aug, n_components):
+    """Centred PCA features of the originals and the augmented samples, fitted on both together.
+
+    Returns ``(F, F_aug)`` (``F_aug`` None without augmentation), ``n_components`` columns each.
+    """
+    from ..preprocess import pca_fit, pca_transform
+    allx = X if X_aug is None else np.vstack([X, X_aug])
+    mean, comps = pca_fit(allx, int(n_components))
+    F = pca_transform(np.asarray(X, dtype=np.float64), mean, comps)
+    return F, (None if X_aug is None else pca_transform(np.asarray(X_aug, dtype=np.float64), mean, comps))
+
+
 def subspace_clustering(X, n_clusters, *, regularizer="l1", n_neighbors=10, augment=None, image_shape=None,
-                        order=None, lam=None, n_init=100, random_state=None, knn_method="auto",
+                        order=None, lam=None, n_init=100, random_state=None, knn_method="auto", pca=0,
                         return_info=False, **solver_options):
     """Ak-SC (or kNN-SC / full SC without augmentation) end to end.
 
@@ -155,7 +175,7 @@ def subspace_clustering(X, n_clusters, *, regularizer="l1", n_neighbors=10, augm
         aug_seed, km_seed = (int(s) for s in check_random_state(random_state).randint(0, 2**31 - 1, size=2))
     W, info = subspace_affinity(X, regularizer=regularizer, n_neighbors=n_neighbors, augment=augment,
                                 image_shape=image_shape, order=order, lam=lam, random_state=aug_seed,
-                                knn_method=knn_method, return_info=True, **solver_options)
+                                knn_method=knn_method, pca=pca, return_info=True, **solver_options)
     n = W.shape[0]
     if not 2 <= int(n_clusters) < n:
         raise UserError(f"n_clusters={n_clusters} must be between 2 and n-1={n - 1}")

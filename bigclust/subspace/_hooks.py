@@ -11,9 +11,11 @@ def affinity(X, p, seed):
     """``W = |C̄| + |C̄|ᵀ`` of Ak-SC (kNN-SC without augmentation, full SC with ``n_neighbors = 0``)."""
     from . import subspace_affinity
     opts = {} if p.lam else {"alpha": p.alpha}
+    if p.regularizer == "nuclear" and p.n_neighbors:
+        opts["svt_method"] = p.svt
     return subspace_affinity(np.asarray(X), regularizer=p.regularizer, n_neighbors=p.n_neighbors or None,
                              augment=None if p.augment == "none" else p.augment, lam=p.lam or None,
-                             random_state=seed, **opts)
+                             random_state=seed, pca=p.pca, **opts)
 
 
 def ncut_memory(W, p, y):

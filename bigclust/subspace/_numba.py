@@ -111,12 +111,18 @@ def spd_inverse_shifted(G, shift, L, Minv, e, col):
 
 
 @njit
-def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, L, Minv, c, z, u, rhs, zprev):
+def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax, L, Minv, c, z, u, rhs, zprev):
     """ADMM for ``min_c 1/2 ||x - A c||^2 + ridge/2 ||c||^2 + sum_p thr[p] |c_p|`` (one column).
 
     Splitting c = z (Boyd et al. 2011, section 6.4, with the unscaled dual u):
     ``c <- (G + (ridge + rho) I)^{-1} (b + rho z - u)``,
-    ``z <- soft(c + u / rho, thr / rho)``, ``u <- u + rho (c - z)``.
+    ``z <- soft(c + u / rho, thr / rho)``, ``u <- u + rho (c - z)``, with
+    over-relaxation (Boyd 3.4.3): c is replaced by ``relax c + (1 - relax) z_prev``
+    in the z- and u-steps (``relax = 1``: plain ADMM).  Measured on
+    ``bigclust bench subspace`` problems (k = 50): ``relax = 1.8`` halves the
+    iterations (155 -> 76 at tolerance 1e-9) and lands closer to scikit-learn's
+    Lasso at the same tolerance (9e-8 instead of 5e-7; 8e-5 instead of 6e-4 at the
+    default tolerance).
     Stops when BOTH the primal residual ``||c - z||`` and the dual residual
     ``rho ||z - z_prev||`` are below ``sqrt(k) eps_abs + eps_rel * max(||c||, ||z||)``
     and ``sqrt(k) eps_abs + eps_rel * ||u||`` respectively (Boyd, 3.3.1).
@@ -157,7 +163,8 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, L, Min
         zn = 0.0
         un = 0.0
         for p in range(k):
-            v = c[p] + u[p] / rho
+            ch = relax * c[p] + (1.0 - relax) * zprev[p]
+            v = ch + u[p] / rho
             t = thr[p] / rho
             if v > t:
                 zp = v - t
@@ -166,8 +173,8 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, L, Min
             else:
                 zp = 0.0
             z[p] = zp
+            u[p] += rho * (ch - zp)
             diff = c[p] - zp
-            u[p] += rho * diff
             r2 += diff * diff
             dz = zp - zprev[p]
             s2 += dz * dz
@@ -192,12 +199,14 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, L, Min
 
 
 @njit(parallel=True)
-def admm_columns(D, X, nbr, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, out_c, out_iter, out_conv):
+def admm_columns(D, X, nbr, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax, out_c, out_iter,
+                 out_conv):
     """Per-column weighted-l1 ADMM over all columns (``prange``).
 
     D : IN (N, d) atoms.  X : IN (n, d) samples.  nbr : IN (n, k) atom indices.
     thr : IN (n, k) thresholds (``lam`` for SSC, ``lam + gamma * Theta`` for AkS-SSC).
     ridge : IN float (0 for SSC; lam for the l2-regularised AkS-LSR C-step).
+    relax : IN float in (0, 2), over-relaxation (1 = plain ADMM).
     out_c : OUT (n, k) coefficients on the support.  out_iter : OUT (n,) int64.
     out_conv : OUT (n,) bool.
     """
@@ -214,8 +223,8 @@ def admm_columns(D, X, nbr, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptiv
         rhs = np.empty(k)
         zprev = np.empty(k)
         gram_column(D, X, nbr, i, A, G, b)
-        its, ok = admm_one(G, b, thr[i], ridge, rho, eps_abs, eps_rel, max_iter, adaptive, L, Minv, c, z, u,
-                           rhs, zprev)
+        its, ok = admm_one(G, b, thr[i], ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax, L, Minv, c, z,
+                           u, rhs, zprev)
         for p in range(k):
             out_c[i, p] = z[p]
         out_iter[i] = its

@@ -47,6 +47,7 @@ EPS_ABS = 1e-6
 EPS_REL = 1e-5
 MAX_ITER = 5000
 RHO_L1 = 0.1
+RELAX = 1.8
 
 
 class ConvergenceWarning(RuntimeWarning):
@@ -106,8 +107,8 @@ def ssc_lambda(X, dictionary, neighbors, alpha=ALPHA):
 
 
 def self_expression(X, dictionary, neighbors, regularizer="l1", lam=None, *, alpha=ALPHA, rho=None,
-                    eps_abs=EPS_ABS, eps_rel=EPS_REL, max_iter=MAX_ITER, adaptive_rho=True, thresholds=None,
-                    return_info=False, **lrr_options):
+                    eps_abs=EPS_ABS, eps_rel=EPS_REL, max_iter=MAX_ITER, adaptive_rho=True, relax=RELAX,
+                    thresholds=None, return_info=False, **lrr_options):
     """Self-expressive coefficient matrix of the originals over the dictionary.
 
     Parameters
@@ -141,6 +142,10 @@ def self_expression(X, dictionary, neighbors, regularizer="l1", lam=None, *, alp
     adaptive_rho : bool
         Residual balancing of rho (Boyd 3.4.1), factorisation recomputed only
         when rho changes.
+    relax : float in (0, 2)
+        Over-relaxation of the ADMM (Boyd 3.4.3); default 1.8 (half the
+        iterations of plain ADMM, 1.0, for the same solution; see
+        :func:`bigclust.subspace._numba.admm_one`).
     thresholds : ndarray (n, k) or None
         Per-entry l1 weights replacing ``lam`` (AkS-SSC's ``lam + gamma Theta``).
     return_info : bool
@@ -190,19 +195,21 @@ def self_expression(X, dictionary, neighbors, regularizer="l1", lam=None, *, alp
     eps_rel = float(eps_rel)
     if not (isinstance(max_iter, numbers.Integral) and max_iter >= 1):
         raise UserError(f"max_iter={max_iter!r} must be a positive int")
+    if not (isinstance(relax, numbers.Real) and 0 < relax < 2):
+        raise UserError(f"relax={relax!r} must be in (0, 2)")
     if thresholds is None:
         lam = ssc_lambda(Xs, dictionary, nb, alpha) if lam is None else _pos("lam", lam)
     if nb is None:
         if thresholds is not None:
             raise UserError("per-entry thresholds need kNN supports (neighbors)")
         C, its, conv = _ssc_full(Xs, dictionary, lam, rho, eps_abs, eps_rel, int(max_iter),
-                                   adaptive_rho)
+                                 adaptive_rho, float(relax))
     else:
         thr = np.full(nb.shape, lam) if thresholds is None else np.ascontiguousarray(thresholds, dtype=np.float64)
         if thr.shape != nb.shape or not np.all(thr >= 0):
             raise DataError(f"thresholds must be non-negative with the shape of neighbors {nb.shape}")
         C, its, conv = admm_knn(Xs, dictionary.atoms, nb, thr, 0.0, rho, eps_abs, eps_rel, int(max_iter),
-                                adaptive_rho)
+                                adaptive_rho, float(relax))
         C = _assemble(nb, C, dictionary)
     n_bad = int((~conv).sum())
     if n_bad:
@@ -212,7 +219,7 @@ def self_expression(X, dictionary, neighbors, regularizer="l1", lam=None, *, alp
     return (C, info) if return_info else C
 
 
-def admm_knn(Xs, D, nb, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive=True):
+def admm_knn(Xs, D, nb, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive=True, relax=RELAX):
     """Validated-input core: per-column ADMM, returns (coef (n, k), iterations, converged)."""
     n, k = nb.shape
     out = np.empty((n, k))
@@ -225,7 +232,8 @@ def admm_knn(Xs, D, nb, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive=Tr
     with progress.bar(n, "ADMM (columns)", "col") as bar:
         for a, b in progress.slices(n, n_pieces=50, at_least=256):
             _kernels().admm_columns(D, Xs[a:b], nb[a:b], thr[a:b], float(ridge), float(rho), float(eps_abs),
-                                    float(eps_rel), int(max_iter), bool(adaptive), out[a:b], its[a:b], conv[a:b])
+                                    float(eps_rel), int(max_iter), bool(adaptive), float(relax), out[a:b], its[a:b],
+                                    conv[a:b])
             bar.update(b - a)
     return out, its, conv
 
@@ -246,7 +254,7 @@ def _excluded_mask(dictionary):
     return dictionary.owners_matrix().astype(bool)
 
 
-def _ssc_full(Xs, dictionary, lam, rho, eps_abs, eps_rel, max_iter, adaptive=True):
+def _ssc_full(Xs, dictionary, lam, rho, eps_abs, eps_rel, max_iter, adaptive=True, relax=RELAX):
     """Matrix-form SSC ADMM on the whole dictionary, shared factorisation (paper scale only)."""
     from scipy.linalg import cho_factor, cho_solve
     D = dictionary.atoms
@@ -264,10 +272,11 @@ def _ssc_full(Xs, dictionary, lam, rho, eps_abs, eps_rel, max_iter, adaptive=Tru
         it += 1
         Cm = cho_solve(fac, B + rho * Z - U, check_finite=False)
         Zp = Z
-        V = Cm + U / rho
+        Ch = relax * Cm + (1.0 - relax) * Zp       # over-relaxation, as the per-column kernel
+        V = Ch + U / rho
         Z = np.sign(V) * np.maximum(np.abs(V) - lam / rho, 0.0)
         Z[mask] = 0.0
-        U = U + rho * (Cm - Z)
+        U = U + rho * (Ch - Z)
         r = np.linalg.norm(Cm - Z)
         s = rho * np.linalg.norm(Z - Zp)
         if r <= sq * eps_abs + eps_rel * max(np.linalg.norm(Cm), np.linalg.norm(Z)) and \

@@ -171,7 +171,7 @@ def _augmentation_graph(dictionary):
 
 def aks_sc(X, y, *, X_aug=None, origin=None, regularizer="l1", n_neighbors=10, lam=None, alpha=20.0,
            gamma=0.1, mu1=100.0, mu2=100.0, max_outer=10, tol=1e-4, n_classes=None, knn_method="auto",
-           ridge=1e-6, cg_tol=1e-12, f_solver="cg", random_state=0, return_info=False, **solver_options):
+           ridge=1e-6, cg_tol=1e-12, f_solver="direct", random_state=0, return_info=False, **solver_options):
     """AkS-SC by block coordinate descent over C and F (see the module docstring).
 
     Parameters
@@ -192,9 +192,14 @@ def aks_sc(X, y, *, X_aug=None, origin=None, regularizer="l1", n_neighbors=10, l
         ``||F_t - F_{t-1}||_F <= tol ||F_t||_F``.
     n_classes : int or None
         K; default ``max(y) + 1``.  Every class needs a labelled sample.
-    f_solver : {"cg", "direct"}
-        F-step solver (:func:`propagate_labels`); ``direct`` is the fast
-        choice with augmentation (ill-conditioned system), ``cg`` the default.
+    f_solver : {"direct", "cg"}
+        F-step solver (:func:`propagate_labels`).  Default ``direct`` (one
+        sparse LU for all K columns): on COIL-20 with 11 augmentations and 4
+        labels per class (N = 17280, K = 20) a whole AkS-SSC run took 60 s with
+        it, while the Jacobi-CG F-steps alone had not finished after 185 s more
+        (same machine, load ~20; the system is ill-conditioned, see
+        :func:`propagate_labels`).  Both give F >= 0 and rows summing to 1 to
+        1e-10 there.
     **solver_options
         ADMM options (rho, eps_abs, eps_rel, max_iter) or LRR options.
 

@@ -1,0 +1,46 @@
+"""``bigclust report compare`` with a paper-002 CSV: trial records named as the paper's columns, mean ± std."""
+import csv
+import json
+
+import numpy as np
+
+from bigclust.report import compare
+
+
+def _rec(reg, k, aug, acc, nmi, dataset="coil20", **semi):
+    return {"method": "aksc", "dataset": dataset, "acc_best_inertia": acc, "nmi_best_inertia": nmi,
+            "params": {"regularizer": reg, "n_neighbors": k, "augment": aug, **semi}}
+
+
+def test_compare_names_trials_and_averages(tmp_path):
+    recs = [_rec("l1", 10, "coil20", 1.0, 1.0), _rec("l1", 10, "coil20", 0.99, 0.98),     # Ak-SSC, 2 trials
+            _rec("l1", 0, "none", 0.75, 0.9),                                             # SSC (full)
+            _rec("l2", 10, "none", 0.8, 0.85),                                            # kNN-LSR
+            _rec("l1", 10, "coil20", 1.0, 1.0, semi_supervised=True, labelled_per_class=4),   # AkS-SSC
+            _rec("l2", 10, "none", 0.9, 0.95, semi_supervised=True, labelled_per_class=4),    # LSR-LP
+            _rec("l1", 10, "mnist", 0.9, 0.8, dataset="mnist-test-500-0-9"),             # Table 2 [0:9]
+            {"method": "kmeans", "dataset": "coil20", "params": {}, "acc_best_inertia": 0.5, "nmi_best_inertia": 0.5}]
+    res = tmp_path / "results.json"
+    res.write_text(json.dumps(recs))
+    paper = tmp_path / "paper.csv"
+    paper.write_text("# comment\ntable,dataset,setting,method,metric,value,std,note\n"
+                     "1,coil20,,Ak-SSC,err,0.31,0.23,\n1,coil20,,Ak-SSC,nmi,99.64,0.26,\n"
+                     "1,coil20,,SSC,err,25.90,,\n1,coil20,,kNN-LSR,err,22.29,,\n1,coil20,,KSSC,err,14.93,,\n"
+                     "3,coil20,labelled=4 aug=coil20,AkS-SSC,err,0,0,\n"
+                     "4,coil20,labelled=4 aug=none,LSR-LP,nmi,92.19,0.72,garbled\n"
+                     "2,mnist-test,digits=0:9,Ak-SSC,err,8.40,0.76,\n")
+    out_csv = tmp_path / "cmp.csv"
+    text = compare([res], paper, out_csv=out_csv)
+    rows = {(r["table"], r["setting"], r["method"], r["metric"]): r for r in csv.DictReader(open(out_csv))}
+    ak = rows[("1", "", "Ak-SSC", "err")]
+    assert float(ak["ours"]) == 0.5 and np.isclose(float(ak["ours_std"]), 0.5) and ak["n_trials"] == "2"
+    assert np.isclose(float(ak["diff"]), 0.5 - 0.31)
+    assert np.isclose(float(rows[("1", "", "Ak-SSC", "nmi")]["ours"]), 99.0)
+    assert np.isclose(float(rows[("1", "", "SSC", "err")]["ours"]), 25.0)
+    assert np.isclose(float(rows[("1", "", "kNN-LSR", "err")]["ours"]), 20.0)
+    assert rows[("1", "", "KSSC", "err")]["ours"] == ""                      # not run: paper only
+    assert float(rows[("3", "labelled=4 aug=coil20", "AkS-SSC", "err")]["ours"]) == 0.0
+    lp = rows[("4", "labelled=4 aug=none", "LSR-LP", "nmi")]
+    assert np.isclose(float(lp["ours"]), 95.0) and lp["note"] == "garbled"
+    assert np.isclose(float(rows[("2", "digits=0:9", "Ak-SSC", "err")]["ours"]), 10.0)
+    assert "92.19 ± 0.72*" in text and "## Table 3" in text
