@@ -1,5 +1,4 @@
 """Exact BBS on a kNN graph: self-loops must not cut points off (issue 13 item 5)."""
-import warnings
 
 import numpy as np
 import pytest
