@@ -277,8 +277,11 @@ def bench_ooc(n, max_memory, iters, dtype, workdir, as_json):
               type=click.Choice(["arpack", "lobpcg", "amg"]),
               help="scikit-learn's eigen_solver; its default 'arpack' factorises the Laplacian and does not "
                    "finish full MNIST in 15 min; 'amg' (pip install pyamg) is its large-sparse choice.")
+@click.option("--bbs-self-loops", default="zero", show_default=True, type=click.Choice(["keep", "zero", "drop", "cap"]),
+              help="BBS-dual's support ([bbs] self_loops); 'keep' is the behaviour before issue 13.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
-def bench_sparse(n, k, gamma, n_init, sklearn_timeout, sklearn_subset, sklearn_eigen_solver, as_json):
+def bench_sparse(n, k, gamma, n_init, sklearn_timeout, sklearn_subset, sklearn_eigen_solver, bbs_self_loops,
+                 as_json):
     """MNIST end to end on a sparse kNN affinity (SK, BBS-dual) beside scikit-learn."""
     from .bench import bench_sparse as run
     if gamma != "median":
@@ -287,7 +290,8 @@ def bench_sparse(n, k, gamma, n_init, sklearn_timeout, sklearn_subset, sklearn_e
         except ValueError:
             raise UserError(f"--gamma must be a number or 'median', got {gamma!r}") from None
     _bench_print(run(n=n, k=k, gamma=gamma, n_init=n_init, sklearn_timeout=sklearn_timeout,
-                     sklearn_subset=sklearn_subset, sklearn_eigen_solver=sklearn_eigen_solver), as_json)
+                     sklearn_subset=sklearn_subset, sklearn_eigen_solver=sklearn_eigen_solver,
+                     self_loops=bbs_self_loops), as_json)
 
 
 @bench.command("knn")

@@ -162,7 +162,7 @@ class SpectralClustering(_PipelineEstimator):
         k-means restarts on the embedding; the one of lowest inertia gives ``labels_``.
     max_iter : int, default=300
         Lloyd iterations per restart.
-    eigensolver : {"auto", "eigh", "eigsh", "lobpcg"}, default="auto"
+    eigensolver : {"auto", "eigh", "eigsh", "lobpcg", "amg"}, default="auto"
     random_state : int, RandomState or None, default=None
     max_memory : str or int, default="4GB"
         Budget that decides in memory vs out of core (``"512MB"``, bytes).

@@ -200,6 +200,10 @@ class BBSParams:
     tol: float = nonnegative(0.0, float)
     solver: str = param("alternating", choices=("alternating", "dykstra", "dual"))
     record_every: int = nonnegative(0, int)
+    # sparse (kNN) K only: the diagonal K_ii = 1 is the largest of ~k entries of its row and lets outlying
+    # points keep their whole mass on it, cut off from the graph; "zero" keeps it in the support as slack
+    # with no similarity (bigclust.normalize.bbs); "keep" is the behaviour before issue 13
+    self_loops: str = param("zero", choices=("keep", "zero", "drop", "cap"))
 
 
 @dataclass(frozen=True)

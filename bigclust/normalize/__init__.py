@@ -31,13 +31,14 @@ __all__ = ["NormalizeConvergenceWarning", "NormalizeInfo", "bbs", "mbbs", "ncut"
            "METHODS"]
 
 SOLVERS = ("alternating", "dykstra", "dual")
+SELF_LOOPS = ("keep", "zero", "drop", "cap")  # sparse BBS: what the support does with K's diagonal
 
 #: default stopping tolerance of the dual Newton solver (max row-sum error)
 DUAL_TOL = 1e-10
 
 
 def bbs(K, solver="alternating", n_iter=1000, tol=None, *, y=None, record_every=0, return_info=False,
-        dtype=None):
+        dtype=None, self_loops="keep"):
     """Euclidean Bregmanian bi-stochastication (paper 000, problem 10).
 
     Finds a symmetric, non-negative G with unit row sums close to K in the
@@ -79,6 +80,16 @@ def bbs(K, solver="alternating", n_iter=1000, tol=None, *, y=None, record_every=
     dtype : {None, float32, float64}
         Storage type of G (accumulations are always float64); None keeps a
         float32 K in float32 and makes everything else float64.
+    self_loops : {"keep", "drop", "cap"}
+        Sparse K only: what the support does with K's stored diagonal.
+        ``"keep"`` projects onto K's pattern as it is; ``"drop"`` removes the
+        diagonal from the support (``G_ii = 0``; a row holding only its
+        diagonal keeps it); ``"cap"`` lowers ``K_ii`` to the row's largest
+        off-diagonal entry.  On a kNN kernel the self-loop is the largest of
+        about k entries of its row and lets outlying points keep their whole
+        mass on the diagonal, cut off from the graph (see
+        :mod:`bigclust.normalize._bbs_sparse`); the pipeline's ``[bbs]
+        self_loops`` chooses.  Ignored for dense K (one entry of n per row).
 
     Returns
     -------
@@ -94,6 +105,8 @@ def bbs(K, solver="alternating", n_iter=1000, tol=None, *, y=None, record_every=
     """
     if solver not in SOLVERS:
         raise UserError(f"unknown BBS solver {solver!r} (choose from {', '.join(SOLVERS)})")
+    if self_loops not in SELF_LOOPS:
+        raise UserError(f"unknown self_loops {self_loops!r} (choose from {', '.join(SELF_LOOPS)})")
     n_iter, tol = check_int("n_iter", n_iter, 0), check_tol(tol)
     if solver == "dual" and tol is None:
         tol = DUAL_TOL
@@ -101,6 +114,7 @@ def bbs(K, solver="alternating", n_iter=1000, tol=None, *, y=None, record_every=
         from . import _bbs_sparse as impl
 
         Kc, _ = check_sparse(K, "BBS")
+        Kc = impl.self_loop_support(Kc, self_loops)
         dt = storage_dtype(dtype, Kc.dtype)
         hist = History(labels(y, Kc.shape[0]), record_every)
         if solver == "alternating":

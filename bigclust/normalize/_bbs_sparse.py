@@ -22,6 +22,17 @@ solvable only if such a component admits unit row sums at all.
 
 Dykstra and the dual Newton method carry over with ``K + mu 1^T + 1 mu^T``
 read on E only (same derivations as the dense module).
+
+Self-loops (:func:`self_loop_support`).  In a dense kernel the diagonal is one
+entry of n in its row; in a kNN kernel it is one of about k, and the largest
+(``K_ii = 1``, the distance of a point to itself being 0).  The restricted
+problem then lets a point far from its neighbours put its whole unit mass on
+``G_ii``: with the self-loop stored, ``G_ii = 1 + 2 mu_i`` needs only
+``mu_i ~ 0`` while the edges to its (well-connected, strongly negative ``mu_j``)
+neighbours clip to 0, and the point becomes an isolated component.  Each such
+row adds an eigenvalue 1 at the top of P's spectrum.  Without the diagonal in
+the support, a row can only reach its unit sum through its edges, so ``mu_i``
+rises until some of them are positive (a row can never be empty).
 """
 from __future__ import annotations
 
@@ -34,6 +45,41 @@ from ._common import (PARALLEL_MIN_NNZ, NormalizeConvergenceWarning, NormalizeIn
 from ._newton import newton
 from .. import progress
 from ..errors import DataError
+
+
+def self_loop_support(K, mode):
+    """K with its stored diagonal kept, removed from the support, or capped (canonical CSR in, CSR out).
+
+    ``"keep"``: K unchanged.  ``"drop"``: the diagonal is not part of the
+    support (``G_ii = 0``), except in a row whose only stored entry is its
+    diagonal (an isolated point: its own unit mass is the only feasible row).
+    ``"cap"``: ``K_ii = min(K_ii, max_{j != i} K_ij)`` -- a point is no more
+    similar to itself than to its nearest neighbour.  Off-diagonal entries are
+    never touched.
+    """
+    if mode == "keep":
+        return K
+    rows = row_ids(K.indptr)
+    on_diag = K.indices == rows
+    if not on_diag.any():
+        return K
+    off = np.bincount(rows[~on_diag], minlength=K.shape[0])
+    if mode == "zero":
+        data = K.data.copy()
+        data[on_diag] = 0.0
+        return type(K)((data, K.indices, K.indptr), shape=K.shape)
+    if mode == "cap":
+        data = K.data.copy()
+        top = np.full(K.shape[0], -np.inf)
+        np.maximum.at(top, rows[~on_diag], data[~on_diag])
+        d = np.flatnonzero(on_diag)
+        lim = top[rows[d]]
+        data[d] = np.where(np.isfinite(lim), np.minimum(data[d], lim), data[d])
+        return type(K)((data, K.indices, K.indptr), shape=K.shape)
+    keep = ~on_diag | (off[rows] == 0)
+    indptr = np.zeros(K.shape[0] + 1, dtype=K.indptr.dtype)
+    np.cumsum(np.bincount(rows[keep], minlength=K.shape[0]), out=indptr[1:])
+    return type(K)((K.data[keep], K.indices[keep], indptr), shape=K.shape)
 
 
 class Support:

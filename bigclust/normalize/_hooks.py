@@ -35,7 +35,8 @@ def sk_memory(K, p, y):
 
 def bbs_memory(K, p, y):
     from . import bbs
-    return bbs(K, solver=p.solver, n_iter=p.n_iter, tol=p.tol or None, return_info=True, **_record(p, y))
+    return bbs(K, solver=p.solver, n_iter=p.n_iter, tol=p.tol or None, return_info=True, self_loops=p.self_loops,
+               **_record(p, y))
 
 
 def mbbs_memory(Ks, p, y):
