@@ -379,9 +379,9 @@ def bilinear_nmf(X, n_components, *, kernel="linear", init="random", n_init=10, 
     else:
         inits = explicit_init(init, n_init, [(n, k), (n, k)], ["W0", "V0"])
     results, Bs = [], []
-    for r, (W, V) in enumerate(inits):
-        with np.errstate(over="ignore", invalid="ignore"):
-            h, it, conv, B = _bilinear.run(op, W, V, max_iter, tol)
+    with np.errstate(over="ignore", invalid="ignore"):
+        runs = _bilinear.run_many(op, inits, max_iter, tol)   # all restarts share each pass over K
+    for r, (h, it, conv, B) in enumerate(runs):
         if not np.isfinite(h[-1]):
             raise DataError(f"bilinear NMF diverged (restart {r}, iteration {it}): the objective is unbounded "
                             f"below, so K is not positive semidefinite — use a PSD kernel")

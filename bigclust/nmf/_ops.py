@@ -36,6 +36,16 @@ def matmul(X, M):
     return out
 
 
+def dense_dot(A, M):
+    """``A M`` for a dense non-negative kernel A (or a row block of one) by BLAS.
+
+    The bilinear driver multiplies K by the factors of all restarts at once
+    (n x r k): a dense product that BLAS runs near peak, where the row loop of
+    :func:`matmul` is bound by reading A once per restart.
+    """
+    return np.dot(np.ascontiguousarray(A, dtype=np.float64), np.ascontiguousarray(M, dtype=np.float64))
+
+
 def matmul_split(X, M):
     """``(X+ M, X- M)`` with X+ = max(X, 0), X- = max(-X, 0), in one pass."""
     M = np.ascontiguousarray(M, dtype=np.float64)
