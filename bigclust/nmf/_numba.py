@@ -391,10 +391,14 @@ def _kk_lloyd_one(K, idx, max_iter, labels):
     n_iter = 0
     n_empty = 0
     converged = False
+    prev = np.empty(n, dtype=np.int32)
+    fresh = True
     while n_iter < max_iter:
         n_iter += 1
         changed = 0
         obj = 0.0
+        for i in range(n):
+            prev[i] = labels[i]
         for i in range(n):
             best, bd = _kk_assign(K, F, s, counts, k, i)
             if labels[i] != best:
@@ -417,7 +421,27 @@ def _kk_lloyd_one(K, idx, max_iter, labels):
             labels[far] = c
             d2[far] = 0.0
             n_empty += 1
-        _kk_stats(K, labels, k, F, s, counts)
+        moved = 0
+        for i in range(n):
+            if labels[i] != prev[i]:
+                moved += 1
+        if fresh or 4 * moved > n:
+            _kk_stats(K, labels, k, F, s, counts)   # O(n^2)
+            fresh = False
+        else:
+            # late passes move few points: F's columns change by the moved points' kernel rows only,
+            # O(n * moved) instead of O(n^2) (K symmetric: row j is column j)
+            for j in range(n):
+                a = prev[j]
+                b = labels[j]
+                if a != b:
+                    for i in range(n):
+                        v = K[j, i]
+                        F[i, a] -= v
+                        F[i, b] += v
+            s[:] = 0.0
+            for i in range(n):
+                s[labels[i]] += F[i, labels[i]]
     if not converged:
         obj = 0.0
         for i in range(n):
