@@ -131,7 +131,9 @@ def linear_nmf(X, n_components, *, solver="mu", init="random", n_init=10, max_it
         Number of clusters k (``k <= n``).
     solver : {"mu", "hals"}
         ``"mu"``: multiplicative updates (3-2, 3-3), denominators guarded by
-        ``EPS = 1e-300``.  ``"hals"``: fast HALS (exact coordinate descent).
+        ``EPS = 1e-300``.  ``"hals"``: fast HALS (exact coordinate descent),
+        up to ``_ops.HALS_SWEEPS`` sweeps per row from each ``X U`` / ``X^T V``
+        (accelerated HALS; the same fixed points, J never increases).
         Both update V first, then U (see :mod:`bigclust.nmf._linear`).
     init : {"random", "nndsvd"} or tuple (U0, V0)
         ``"random"``: ``sqrt(mean(X)/k) |N(0, 1)|`` per restart.  ``"nndsvd"``:
