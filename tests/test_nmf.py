@@ -75,7 +75,7 @@ def test_iterates_match_reference(solver, ref, sparse):
     XT = _ops.csr_transpose(Xin) if sparse else None
     U, V = U0.copy(), V0.copy()
     for t, (Ur, Vr) in enumerate(ref(X, U0, V0, 6)):
-        hist, _, _ = _linear.run_in_memory(Xin, XT, U, V, solver, 1, 0.0, _ops.sqnorm(Xin))
+        hist, _, _ = _linear.run_in_memory(Xin, XT, U, V, solver, 1, 0.0, _ops.sqnorm(Xin), sweeps=1)
         np.testing.assert_allclose(V, Vr, rtol=1e-10, atol=1e-14, err_msg=f"V after iteration {t + 1}")
         np.testing.assert_allclose(U, Ur, rtol=1e-10, atol=1e-14, err_msg=f"U after iteration {t + 1}")
         # the cheap objective (traces) equals the direct one
@@ -249,7 +249,7 @@ def test_same_iterates_as_scikit_learn(solver, sk_solver):
     U0, V0 = start(X, 3)
     U, V = U0.copy(), V0.copy()
     hist, _, _ = _linear.run_in_memory(sp.csr_matrix(X), _ops.csr_transpose(sp.csr_matrix(X)), U, V, solver, 7,
-                                       0.0, _ops.sqnorm(X))
+                                       0.0, _ops.sqnorm(X), sweeps=1)
     model = NMF(3, solver=sk_solver, beta_loss="frobenius", init="custom", max_iter=7, tol=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # its own ConvergenceWarning

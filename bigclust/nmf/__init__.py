@@ -132,7 +132,9 @@ def linear_nmf(X, n_components, *, solver="mu", init="random", n_init=10, max_it
         Number of clusters k (``k <= n``).
     solver : {"mu", "hals"}
         ``"mu"``: multiplicative updates (3-2, 3-3), denominators guarded by
-        ``EPS = 1e-300``.  ``"hals"``: fast HALS (exact coordinate descent).
+        ``EPS = 1e-300``.  ``"hals"``: fast HALS (exact coordinate descent),
+        up to ``_ops.HALS_SWEEPS`` sweeps per row from each ``X U`` / ``X^T V``
+        (accelerated HALS; the same fixed points, J never increases).
         Both update V first, then U (see :mod:`bigclust.nmf._linear`).
     init : {"random", "nndsvd"} or tuple (U0, V0)
         ``"random"``: ``sqrt(mean(X)/k) |N(0, 1)|`` per restart.  ``"nndsvd"``:
@@ -251,7 +253,7 @@ def linear_nmf_streamed(read_block, block_bounds, n_features, n_components, *, s
     labels, U, V[, info]
         As in :func:`linear_nmf`.
     """
-    from . import _linear, _ops
+    from . import _linear
 
     bounds = _linear.check_bounds(block_bounds)
     n = bounds[-1]
@@ -382,11 +384,10 @@ def bilinear_nmf(X, n_components, *, kernel="linear", init="random", n_init=10, 
     else:
         inits = explicit_init(init, n_init, [(n, k), (n, k)], ["W0", "V0"])
     results, Bs = [], []
-    bar = progress.bar(n_init * max_iter, f"bilinear NMF ({n_init} restarts)")
-    for r, (W, V) in enumerate(inits):
-        with np.errstate(over="ignore", invalid="ignore"):
-            h, it, conv, B = _bilinear.run(op, W, V, max_iter, tol, bar=bar)
-        bar.update(max_iter - it)
+    bar = progress.bar(max_iter, f"bilinear NMF ({n_init} restarts in lockstep)")
+    with np.errstate(over="ignore", invalid="ignore"):
+        runs = _bilinear.run_many(op, inits, max_iter, tol, bar=bar)   # all restarts share each pass over K
+    for r, (h, it, conv, B) in enumerate(runs):
         if not np.isfinite(h[-1]):
             raise DataError(f"bilinear NMF diverged (restart {r}, iteration {it}): the objective is unbounded "
                             f"below, so K is not positive semidefinite — use a PSD kernel")

@@ -84,8 +84,10 @@ class KernelOp:
                 N = _ops.matmul(self.Xp, am) + _ops.matmul(self.Xm, ap)
         elif self.split:
             P, N = _ops.matmul_split(self.K, Y)
-        else:
+        elif sp.issparse(self.K):
             P, N = _ops.matmul(self.K, Y), None
+        else:
+            P, N = _ops.dense_dot(self.K, Y), None
         if w is not None:
             P *= w[:, None]
             if N is not None:
@@ -160,7 +162,7 @@ class StoredKernelOp(KernelOp):
             if self.split:
                 P[r0:r1], N[r0:r1] = _ops.matmul_split(blk, Y)
             else:
-                P[r0:r1] = _ops.matmul(blk, Y)
+                P[r0:r1] = _ops.dense_dot(blk, Y)
         if w is not None:
             P *= w[:, None]
             if N is not None:
@@ -191,45 +193,83 @@ def run(op, W, V, max_iter, tol, *, simplified=False, bar=None):
     ``simplified=True`` forces the rules (3-13, 3-15) on any kernel (only for
     demonstrating that they break non-negativity on a mixed-sign kernel).
     """
+    return run_many(op, [(W, V)], max_iter, tol, simplified=simplified, bar=bar)[0]
+
+
+def _cols(P, j, k):
+    return None if P is None else np.ascontiguousarray(P[:, j * k:(j + 1) * k])
+
+
+def run_many(op, pairs, max_iter, tol, *, simplified=False, bar=None):
+    """Iterate every restart of ``pairs`` (list of (W, V), INOUT) in lockstep.
+
+    Each application of K serves all active restarts at once: ``K [V_1 .. V_r]``
+    reads K once (a dense kernel: one BLAS product, compute-bound instead of
+    one memory-bound pass over n^2 entries per restart; a stored kernel: one
+    pass over its row blocks).  Column j of ``K M`` depends on column j of M
+    only, so every restart follows the iterates it would follow alone.
+    Returns ``(history, n_iter, converged, B)`` per restart; a restart stops on
+    its own tolerance or when its objective stops being finite.
+    """
     split = op.split and not simplified
     bar = bar if bar is not None else progress.NOBAR  # advanced once per iteration
-    GV = _ops.gram(V)
-    P, N = op.prod(np.hstack([V, W]))
-    k = W.shape[1]
-    KVp, KWp = np.ascontiguousarray(P[:, :k]), np.ascontiguousarray(P[:, k:])
-    KVm, KWm = (np.ascontiguousarray(N[:, :k]), np.ascontiguousarray(N[:, k:])) if N is not None else (None, None)
-    hist = []
-    B = None
+    r = len(pairs)
+    k = pairs[0][0].shape[1]
+    GV = [_ops.gram(V) for _, V in pairs]
+    P, N = op.prod(np.hstack([V for _, V in pairs] + [W for W, _ in pairs]))
+    KVp = [_cols(P, j, k) for j in range(r)]
+    KVm = [_cols(N, j, k) for j in range(r)]
+    KWp = [_cols(P, r + j, k) for j in range(r)]
+    KWm = [_cols(N, r + j, k) for j in range(r)]
+    hist = [[] for _ in range(r)]
+    B = [None] * r
+    n_iter = [0] * r
+    conv = [False] * r
+    active = list(range(r))
     for it in range(1, max_iter + 1):
         if it > 1:
-            KVp, KVm = op.prod(V)
-        KV = KVp - KVm if KVm is not None else KVp
-        if it == 1:
-            KW = KWp - KWm if KWm is not None else KWp
-            B0 = _ops.tdot(W, KW)
-            hist.append(objective(op.trace, float(np.sum(V * KW)), GV, B0))
-        # W-step (3-12; 3-13 when K >= 0): P+- = K+- W (V^T V)
-        if split:
-            _ops.mult_step(W, KV, KWp, GV, KWm, GV)
-        else:
-            _ops.mult_step(W, KV, KWp - KWm if KWm is not None else KWp, GV)
+            P, N = op.prod(np.hstack([pairs[j][1] for j in active]))
+            for a, j in enumerate(active):
+                KVp[j], KVm[j] = _cols(P, a, k), _cols(N, a, k)
+        for j in active:
+            W = pairs[j][0]
+            KV = KVp[j] - KVm[j] if KVm[j] is not None else KVp[j]
+            if it == 1:
+                KW = KWp[j] - KWm[j] if KWm[j] is not None else KWp[j]
+                hist[j].append(objective(op.trace, float(np.sum(pairs[j][1] * KW)), GV[j], _ops.tdot(W, KW)))
+            # W-step (3-12; 3-13 when K >= 0): P+- = K+- W (V^T V)
+            if split:
+                _ops.mult_step(W, KV, KWp[j], GV[j], KWm[j], GV[j])
+            else:
+                _ops.mult_step(W, KV, KWp[j] - KWm[j] if KWm[j] is not None else KWp[j], GV[j])
         # V-step (3-14; 3-15 when K >= 0): Q+- = V (W^T K+- W), new W
-        KWp, KWm = op.prod(W)
-        Bp = _ops.tdot(W, KWp)
-        Bm = _ops.tdot(W, KWm) if KWm is not None else None
-        KW = KWp - KWm if KWm is not None else KWp
-        B = Bp - Bm if Bm is not None else Bp
-        if split:
-            GV, _, c_new = _ops.mult_step(V, KW, V, Bp, V, Bm)
-        else:
-            GV, _, c_new = _ops.mult_step(V, KW, V, B)
-        hist.append(objective(op.trace, c_new, GV, B))
+        P, N = op.prod(np.hstack([pairs[j][0] for j in active]))
+        still = []
+        for a, j in enumerate(active):
+            W, V = pairs[j]
+            KWp[j], KWm[j] = _cols(P, a, k), _cols(N, a, k)
+            Bp = _ops.tdot(W, KWp[j])
+            Bm = _ops.tdot(W, KWm[j]) if KWm[j] is not None else None
+            KW = KWp[j] - KWm[j] if KWm[j] is not None else KWp[j]
+            B[j] = Bp - Bm if Bm is not None else Bp
+            if split:
+                GV[j], _, c_new = _ops.mult_step(V, KW, V, Bp, V, Bm)
+            else:
+                GV[j], _, c_new = _ops.mult_step(V, KW, V, B[j])
+            hist[j].append(objective(op.trace, c_new, GV[j], B[j]))
+            n_iter[j] = it
+            if not np.isfinite(hist[j][-1]):  # an indefinite kernel: unbounded below, the factors overflow
+                continue
+            if rel_change(hist[j][-2], hist[j][-1]) < tol:
+                conv[j] = True
+                continue
+            still.append(j)
+        active = still
         bar.update(1)
-        if not np.isfinite(hist[-1]):  # an indefinite kernel: unbounded below, the factors overflow
-            return np.array(hist), it, False, B
-        if rel_change(hist[-2], hist[-1]) < tol:
-            return np.array(hist), it, True, B
-    return np.array(hist), max_iter, False, B
+        if not active:
+            bar.update(max_iter - it)
+            break
+    return [(np.array(hist[j]), n_iter[j], conv[j], B[j]) for j in range(r)]
 
 
 def normalize(W, V, B):

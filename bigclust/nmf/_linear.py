@@ -28,10 +28,11 @@ def objective(xx, cross, GU, GV):
     return 0.5 * (xx - 2.0 * cross + float(np.sum(GU * GV)))
 
 
-def run_in_memory(X, XT, U, V, solver, max_iter, tol, xx, bar=None):
+def run_in_memory(X, XT, U, V, solver, max_iter, tol, xx, bar=None, sweeps=None):
     """Iterate from (U, V) (both INOUT); returns ``(objective history, n_iter, converged)``.
 
-    ``bar``: a progress bar (:mod:`bigclust.progress`) advanced once per iteration.
+    ``bar``: a progress bar (:mod:`bigclust.progress`) advanced once per iteration;
+    ``sweeps``: HALS sweeps per factor update at most (see :func:`_ops.step`).
     """
     bar = bar if bar is not None else progress.NOBAR
     GU = _ops.gram(U)
@@ -39,12 +40,12 @@ def run_in_memory(X, XT, U, V, solver, max_iter, tol, xx, bar=None):
     hist = []
     for it in range(1, max_iter + 1):
         A = _ops.matmul(X, U)                       # X U        (paper: X^T U)
-        GV_new, c_old, _ = _ops.step(solver, V, A, GU)  # V-step   (3-3)
+        GV_new, c_old, _ = _ops.step(solver, V, A, GU, sweeps)  # V-step   (3-3)
         if it == 1:
             hist.append(objective(xx, c_old, GU, GV))
         GV = GV_new
         B = _ops.tmatmul(X, V, XT)                  # X^T V      (paper: X V)
-        GU, _, c_new = _ops.step(solver, U, B, GV)  # U-step     (3-2)
+        GU, _, c_new = _ops.step(solver, U, B, GV, sweeps)  # U-step     (3-2)
         hist.append(objective(xx, c_new, GU, GV))
         bar.update(1)
         if rel_change(hist[-2], hist[-1]) < tol:

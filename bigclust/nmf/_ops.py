@@ -36,6 +36,16 @@ def matmul(X, M):
     return out
 
 
+def dense_dot(A, M):
+    """``A M`` for a dense non-negative kernel A (or a row block of one) by BLAS.
+
+    The bilinear driver multiplies K by the factors of all restarts at once
+    (n x r k): a dense product that BLAS runs near peak, where the row loop of
+    :func:`matmul` is bound by reading A once per restart.
+    """
+    return np.dot(np.ascontiguousarray(A, dtype=np.float64), np.ascontiguousarray(M, dtype=np.float64))
+
+
 def matmul_split(X, M):
     """``(X+ M, X- M)`` with X+ = max(X, 0), X- = max(-X, 0), in one pass."""
     M = np.ascontiguousarray(M, dtype=np.float64)
@@ -72,9 +82,17 @@ def sqnorm(X):
     return float(np.dot(d, d))
 
 
-def step(solver, F, A, G):
+#: HALS sweeps per row and factor update at most, and the stopping ratio of the extra sweeps
+#: (``bigclust bench nmf``: fewer passes over X to reach scikit-learn's objective; see ``_numba.hals_rows``)
+HALS_SWEEPS = 6
+HALS_DELTA = 0.1
+
+
+def step(solver, F, A, G, sweeps=None):
     """One linear-NMF update of factor F (INOUT) from numerator A and Gram matrix G of the other factor.
 
+    ``sweeps`` (HALS only): sweeps per row at most, default :data:`HALS_SWEEPS`;
+    1 is plain fast HALS (scikit-learn's ``solver="cd"``, iterate for iterate).
     Returns ``(F^T F, sum F_old o A, sum F_new o A)`` (new Gram, old and new cross terms).
     """
     K = kern()
@@ -85,7 +103,8 @@ def step(solver, F, A, G):
     if solver == "mu":
         K.mult_rows(F, A, F, G, F, G, False, gp, co, cn)
     else:
-        K.hals_rows(F, A, G, gp, co, cn)
+        K.hals_rows(F, A, np.ascontiguousarray(G), HALS_SWEEPS if sweeps is None else int(sweeps), HALS_DELTA,
+                    gp, co, cn)
     return gp.sum(axis=0), float(co.sum()), float(cn.sum())
 
 
