@@ -95,7 +95,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         # kind = "knn": > 0 searches (exactly, or by "ivf" in groups of cells) in resumable chunks of this many
         # rows (tasks on a cluster), 0 in one task
         "knn_chunk_rows": _nonneg(int, 0, sweep=False),
-        # knn = "ivf": cells (0: round(2 sqrt(n))) and cells searched per cell (0: 12); see bigclust.knn_ivf
+        # knn = "ivf": cells (0: round(sqrt(n))) and cells searched per cell (0: 32); see bigclust.knn_ivf
         "ivf_cells": _nonneg(int, 0),
         "ivf_probe": _nonneg(int, 0),
     },

@@ -28,9 +28,9 @@ import numpy as np
 from .errors import UserError
 
 #: C = CELLS_PER_SQRT_N * sqrt(n) cells
-CELLS_PER_SQRT_N = 2.0
+CELLS_PER_SQRT_N = 1.0
 #: cells searched per query cell (its own and the nearest others by centroid distance)
-DEFAULT_PROBE = 12
+DEFAULT_PROBE = 32
 #: Lloyd iterations on the sample, and sample rows per cell
 LLOYD_ITER = 10
 SAMPLE_PER_CELL = 40
