@@ -14,6 +14,9 @@ from bigclust.store import Store, read_matrix
 from conftest import blobs
 from test_knn_resume import _affinity, _config, _data, CHUNK, GAMMA, K_NN, N
 
+# the small IVF graphs of the stage tests may split into components (a warning the tests do not check)
+pytestmark = pytest.mark.filterwarnings("ignore:kNN graph")
+
 
 def _noisy(n=1200, k=12, d=8, seed=1):
     X, _ = blobs(n=n, k=k, d=d, seed=seed, sep=3.0)
