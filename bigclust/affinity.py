@@ -261,7 +261,7 @@ def check_gaussian_width(X, gamma, *, n_sample=256, seed=0):
     return med, d2
 
 
-def knn_graph(X, n_neighbors=15, *, random_state=0, method="auto"):
+def knn_graph(X, n_neighbors=15, *, random_state=0, method="auto", n_cells=0, n_probe=0):
     """k nearest neighbours of every row, the point itself first.
 
     ``method`` is the search of :func:`bigclust.knn.knn_search`: ``"exact"``
@@ -279,7 +279,7 @@ def knn_graph(X, n_neighbors=15, *, random_state=0, method="auto"):
     n = X.shape[0]
     if not 2 <= n_neighbors <= n:
         raise UserError(f"n_neighbors={n_neighbors} must be between 2 and n={n}")
-    ind, d2 = knn_search(X, n_neighbors - 1, method, random_state=random_state)
+    ind, d2 = knn_search(X, n_neighbors - 1, method, random_state=random_state, n_cells=n_cells, n_probe=n_probe)
     ind = np.hstack([np.arange(n, dtype=np.int64)[:, None], ind])
     dist = np.hstack([np.zeros((n, 1)), np.sqrt(d2)])
     return ind, dist
@@ -309,11 +309,12 @@ def self_first(ind, dist, row0=0):
 
 
 def knn_kernel(X, n_neighbors=15, gamma=1.0, *, random_state=0, dtype=np.float64, method="auto",
-               return_gamma=False):
+               return_gamma=False, n_cells=0, n_probe=0):
     """Gaussian weights on the symmetrised kNN graph, as CSR (self-loops kept).
 
     The neighbours come from :func:`knn_graph` with ``method`` (exact or
-    approximate search, see :mod:`bigclust.knn`).
+    approximate search, see :mod:`bigclust.knn`); ``n_cells`` / ``n_probe``
+    are the cells of ``method = "ivf"`` (0: the default rule of :mod:`bigclust.knn_ivf`).
 
     ``K_ij = exp(-||x_i - x_j||^2 / gamma)`` when j is among the k nearest
     neighbours of i or i among those of j, else 0; ``K_ii = 1``.  The weight
@@ -329,7 +330,8 @@ def knn_kernel(X, n_neighbors=15, gamma=1.0, *, random_state=0, dtype=np.float64
     """
     gamma = _check_gamma(gamma)
     Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
-    ind, dist = knn_graph(Xd, n_neighbors, random_state=random_state, method=method)
+    ind, dist = knn_graph(Xd, n_neighbors, random_state=random_state, method=method, n_cells=n_cells,
+                          n_probe=n_probe)
     K, gamma = kernel_from_neighbors(ind, dist, n_neighbors, gamma, dtype=dtype, return_gamma=True)
     return (K, gamma) if return_gamma else K
 

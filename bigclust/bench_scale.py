@@ -48,7 +48,8 @@ STAGES = stage_names()
 DEFAULT_CONFIG = {
     "data": {"name": "mnist-1m", "chunk_rows": 8192},
     "preprocess": {"l2_normalize": True, "pca": 50},
-    "affinity": {"kind": "knn", "n_neighbors": 10, "gamma": 0.1, "dtype": "float32", "knn_chunk_rows": 8192},
+    "affinity": {"kind": "knn", "n_neighbors": 10, "gamma": 0.1, "dtype": "float32", "knn_chunk_rows": 8192,
+                 "knn": "ivf"},
     "method": {"names": ["sk", "bbs"]},
     "sk": METHODS["sk"][1],
     "bbs": METHODS["bbs_dual"][1],
@@ -312,7 +313,9 @@ def bench_scale(sizes=SIZES, *, methods=tuple(METHODS), repeats=1, scheduler=Non
     head = {**machine(), "bench": "scale", "repeats": repeats, "scheduler": scheduler or "local threads",
             "n_workers": base.get("dask", {}).get("n_workers", 1), "config": str(config) if config else "built-in",
             "knn": {k: base["affinity"][k] for k in ("n_neighbors", "gamma", "knn_chunk_rows")}
-            | {"search": "exact, chunked (bigclust.knn_stage.neighbors_of_rows)"},
+            | {"search": ("ivf, chunked (bigclust.knn_ivf)" if base["affinity"].get("knn") == "ivf"
+                          else "exact, chunked (bigclust.knn_stage.neighbors_of_rows)")}
+            | {key: base["affinity"][key] for key in ("knn", "ivf_cells", "ivf_probe") if key in base["affinity"]},
             "rss_note": "peak_rss_bytes: largest RSS of one process (this one or a local-cluster worker) while the "
                         "stage ran; normalize_* and eigen_* share the embed stage's peak"}
     stages = list(stage_names(tags))

@@ -90,9 +90,14 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "n_neighbors": Key(int, 15, lambda v: v >= 2, ">= 2"),
         "dtype": _choice("float64", "float32"),
         # how kind = "knn" finds neighbours (bigclust.knn): exact blocked GEMM, approximate, or by n^2 d
-        "knn": _choice("auto", "exact", "approx", "pynndescent", "hnswlib", "faiss"),
-        # kind = "knn": > 0 searches exactly in resumable chunks of this many rows (tasks on a cluster), 0 in one task
+        # ("ivf": inverted file, k-means cells searched exactly against their nearest cells; bigclust.knn_ivf)
+        "knn": _choice("auto", "exact", "approx", "pynndescent", "hnswlib", "faiss", "ivf"),
+        # kind = "knn": > 0 searches (exactly, or by "ivf" in groups of cells) in resumable chunks of this many
+        # rows (tasks on a cluster), 0 in one task
         "knn_chunk_rows": _nonneg(int, 0, sweep=False),
+        # knn = "ivf": cells (0: round(sqrt(n))) and cells searched per cell (0: 32); see bigclust.knn_ivf
+        "ivf_cells": _nonneg(int, 0),
+        "ivf_probe": _nonneg(int, 0),
     },
     "method": {
         # checked against the registry in from_dict; each method's own parameters are in its section

@@ -11,6 +11,9 @@ rows sorted by (distance, index).  ``method`` chooses how:
 - ``"pynndescent"``, ``"hnswlib"``, ``"faiss"``: approximate search by that
   library (``faiss`` = its HNSW index); the last two are the optional extra
   ``bigclust[knn]``.
+- ``"ivf"``: inverted file (:mod:`bigclust.knn_ivf`): k-means cells, exact
+  search of each cell against its nearest cells; chunked and resumable in
+  the kNN stage.
 - ``"approx"``: the approximate library that won the measurements
   (:data:`APPROX_DEFAULT` = pynndescent, see ``bigclust bench knn``).
 - ``"auto"``: exact while ``n * n * d`` stays below :data:`EXACT_WORK_LIMIT`
@@ -24,7 +27,7 @@ import scipy.sparse as sp
 from .errors import UserError
 
 LIBRARIES = ("pynndescent", "hnswlib", "faiss")
-KNN_METHODS = ("auto", "exact", "approx") + LIBRARIES
+KNN_METHODS = ("auto", "exact", "approx", "ivf") + LIBRARIES
 
 #: the approximate search "approx" means: pynndescent had the best recall per second in
 #: ``bigclust bench knn`` (MNIST-70k PCA-50, k = 10: 1.8 CPU s at recall 0.984 vs exact, hnswlib 13.5 s)
@@ -242,8 +245,10 @@ def knn_approx(X, k, library=APPROX_DEFAULT, *, random_state=0, n_jobs=None, **p
     return _drop_self(np.asarray(ind, dtype=np.int64), np.asarray(d2, dtype=np.float64), k)
 
 
-def knn_search(X, k, method="auto", *, random_state=0, n_jobs=None):
+def knn_search(X, k, method="auto", *, random_state=0, n_jobs=None, n_cells=0, n_probe=0):
     """The k nearest other rows of every row of X, by ``method`` (see the module docstring).
+
+    ``n_cells`` / ``n_probe``: the IVF cells and cells probed (``"ivf"`` only; 0 = default rule).
 
     Returns ``(indices int64, squared distances float64)``, each (n, k).
     """
@@ -251,6 +256,10 @@ def knn_search(X, k, method="auto", *, random_state=0, n_jobs=None):
     m = resolve_method(method, X.shape[0], X.shape[1])
     if m == "exact":
         return knn_exact(X, k)
+    if m == "ivf":
+        from .knn_ivf import knn_ivf
+
+        return knn_ivf(X, k, n_cells=n_cells, n_probe=n_probe, random_state=random_state)
     return knn_approx(X, k, m, random_state=random_state, n_jobs=n_jobs)
 
 

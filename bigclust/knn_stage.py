@@ -16,8 +16,14 @@ A chunk is written before its marker (an atomic rename), so a chunk cut off
 mid-write has no marker and is recomputed.  The scratch group records n, k
 and the chunk size; a resume with other values starts afresh.
 
-The search itself is one function, :func:`neighbors_of_rows`, so that a
-faster search (the blocked kNN of issue 13's item 1) replaces one line.
+The exact search is one function, :func:`neighbors_of_rows`.  With
+``[affinity] knn = "ivf"`` the search is approximate (:mod:`bigclust.knn_ivf`):
+the k-means partition of the rows into cells is computed once, here, and kept
+in the scratch group (behind a marker) so that a resume reuses it; a chunk is
+then a run of consecutive cells holding about ``knn_chunk_rows`` rows, each
+cell's rows searched exactly against the rows of its nearest cells, and each
+chunk writes arrays of its own (its rows are scattered over X).  The IVF lists
+do not depend on the chunk size: the same as :func:`bigclust.knn_ivf.knn_ivf_lists`.
 """
 from __future__ import annotations
 
@@ -84,23 +90,70 @@ def _chunk_task(X, r0, r1, k, work, i):
     return i, time.perf_counter() - t0
 
 
-def _open_work(work: Path, n, k, chunk_rows):
-    """The scratch group, reused when it was made for the same (n, k, chunk rows); else made afresh."""
+def _open_work(work: Path, n, k, chunk_rows, ivf=None):
+    """The scratch group, reused when it was made for the same (n, k, chunk rows[, IVF settings]); else afresh.
+
+    ``ivf``: ``{"cells", "probe", "seed"}`` of an IVF search, whose chunks
+    write arrays of their own (``part<i>_*``) instead of rows of ``ind`` / ``dist``.
+    """
     import zarr
 
     want = {"n": int(n), "k": int(k), "chunk_rows": int(chunk_rows)}
+    if ivf is not None:
+        want |= {"search": "ivf"} | {key: int(v) for key, v in ivf.items()}
     if (work / "zarr.json").exists():
         g = zarr.open_group(str(work), mode="r+")
-        if {key: g.attrs.get(key) for key in want} == want and "ind" in g and "dist" in g:
+        if {key: g.attrs.get(key) for key in want} == want and (ivf is not None or ("ind" in g and "dist" in g)):
             return g
         shutil.rmtree(work)
     work.parent.mkdir(parents=True, exist_ok=True)
     g = zarr.open_group(str(work), mode="w")
     g.attrs.update(want)
-    g.create_array("ind", shape=(n, k), chunks=(chunk_rows, k), dtype=np.int64, fill_value=-1)
-    g.create_array("dist", shape=(n, k), chunks=(chunk_rows, k), dtype=np.float64, fill_value=0)
+    if ivf is None:
+        g.create_array("ind", shape=(n, k), chunks=(chunk_rows, k), dtype=np.int64, fill_value=-1)
+        g.create_array("dist", shape=(n, k), chunks=(chunk_rows, k), dtype=np.float64, fill_value=0)
     (work / "done").mkdir(exist_ok=True)
     return g
+
+
+def _ivf_partition(X, g, work: Path, ivf, log):
+    """The IVF partition (cell of every row, probe lists) of the scratch group, computed once.
+
+    Written before its marker ``partition`` (an atomic rename), so a run killed
+    while writing it computes it again, and a resume reuses it: the cells a
+    finished chunk searched are the cells the remaining chunks search.
+    """
+    from .knn_ivf import ivf_partition
+
+    mark = work / "partition"
+    if not mark.exists():
+        t0 = time.perf_counter()
+        cent, cell, probes = ivf_partition(X, ivf["cells"], ivf["probe"], random_state=ivf["seed"])
+        for name, a in (("centroids", cent), ("cell", cell), ("probes", probes)):
+            g.create_array(name, shape=a.shape, dtype=a.dtype, overwrite=True)[...] = a
+        tmp = work / f".partition.{os.getpid()}"
+        tmp.write_text(f"{time.perf_counter() - t0:.3f}\n")
+        os.replace(tmp, mark)
+        log(f"  kNN (ivf): {ivf['cells']} cells, {ivf['probe']} probed, partition {time.perf_counter() - t0:.1f} s")
+    return np.asarray(g["cell"][...]), np.asarray(g["probes"][...])
+
+
+def _ivf_task(X, order, off, probes, c0, c1, k, work, i):
+    """One IVF chunk (cells c0:c1): search, write its rows and lists as arrays of its own, then its marker."""
+    import zarr
+
+    from .knn_ivf import search_cells
+
+    t0 = time.perf_counter()
+    rows, ind, dist = search_cells(X, k, order, off, probes, range(c0, c1))
+    g = zarr.open_group(str(work), mode="r+")
+    for name, a in (("rows", rows), ("ind", ind), ("dist", dist)):
+        g.create_array(f"part{i}_{name}", shape=a.shape, dtype=a.dtype, overwrite=True)[...] = a
+    done = Path(work) / "done"
+    tmp = done / f".{i}.{os.getpid()}"
+    tmp.write_text(f"cells {c0} {c1} {time.perf_counter() - t0:.3f}\n")
+    os.replace(tmp, done / str(i))
+    return i, time.perf_counter() - t0
 
 
 def finished_chunks(work: Path) -> set[int]:
@@ -131,31 +184,50 @@ def knn_chunked(store_path, key, attrs, p, *, client=None, log=_say, **_):
         X = np.ascontiguousarray(X.toarray())
     n, k, c = X.shape[0], int(p.n_neighbors), int(p.knn_chunk_rows)
     work = Path(store_path) / "work" / f"affinity-{key}"
-    g = _open_work(work, n, k, c)
-    chunks = chunk_bounds(n, c)
+    ivf = None
+    if p.search == "ivf":
+        from .knn_ivf import cell_groups, cell_order, resolve
+
+        cells, probe = resolve(n, p.ivf_cells, p.ivf_probe)
+        ivf = {"cells": cells, "probe": probe, "seed": int(p.seed or 0)}
+    g = _open_work(work, n, k, c, ivf)
+    t0 = time.perf_counter()
+    if ivf is None:
+        chunks = chunk_bounds(n, c)
+        task, args = _chunk_task, (X,)
+    else:  # a chunk = consecutive cells holding about c rows; the partition is made once, here
+        cell, probes = _ivf_partition(X, g, work, ivf, log)
+        order, off = cell_order(cell, ivf["cells"])
+        chunks = [(i, c0, c1) for i, (c0, c1) in enumerate(cell_groups(off, c))]
+        task, args = _ivf_task, (X, order, off, probes)
     have = finished_chunks(work)
     todo = [ch for ch in chunks if ch[0] not in have]
-    log(f"  kNN: {len(chunks)} chunks of {c} rows, {len(have)} finished earlier, {len(todo)} to compute")
-    t0 = time.perf_counter()
+    log(f"  kNN: {len(chunks)} chunks of about {c} rows, {len(have)} finished earlier, {len(todo)} to compute")
     computed = []
     if client is not None and todo:
         from distributed import as_completed
-        Xf = client.scatter(X, broadcast=True, hash=False)
-        futures = [client.submit(_chunk_task, Xf, r0, r1, k, str(work), i, pure=False) for i, r0, r1 in todo]
+        sent = [client.scatter(a, broadcast=True, hash=False) for a in args]
+        futures = [client.submit(task, *sent, a, b, k, str(work), i, pure=False) for i, a, b in todo]
         for fut in as_completed(futures):
             i, sec = fut.result()
             computed.append(i)
             log(f"  kNN chunk {i + 1}/{len(chunks)} done ({sec:.1f} s; {len(have) + len(computed)}/{len(chunks)})")
     else:
-        for i, r0, r1 in todo:
-            _, sec = _chunk_task(X, r0, r1, k, work, i)
+        for i, a, b in todo:
+            _, sec = task(*args, a, b, k, work, i)
             computed.append(i)
             log(f"  kNN chunk {i + 1}/{len(chunks)} done ({sec:.1f} s; {len(have) + len(computed)}/{len(chunks)})")
     search_seconds = time.perf_counter() - t0
     missing = set(range(len(chunks))) - finished_chunks(work)
     if missing:  # pragma: no cover - a task that returned without its marker
         raise RuntimeError(f"kNN chunks {sorted(missing)[:5]} have no completion marker")
-    ind, dist = g["ind"][...], g["dist"][...]
+    if ivf is None:
+        ind, dist = g["ind"][...], g["dist"][...]
+    else:
+        ind, dist = np.empty((n, k), np.int64), np.empty((n, k))
+        for i, _, _ in chunks:
+            rows = g[f"part{i}_rows"][...]
+            ind[rows], dist[rows] = g[f"part{i}_ind"][...], g[f"part{i}_dist"][...]
     K, gamma = kernel_from_neighbors(ind, dist, k, p.gamma, dtype=np.dtype(p.dtype), return_gamma=True)
     with store.write("affinity", key, attrs) as out:
         write_csr(out, "K", K)

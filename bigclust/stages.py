@@ -91,8 +91,10 @@ class AffinityParams:
     seed: int | None                              # kNN only (approximate search)
     chunk_rows: int = field(default=0, metadata=RUNTIME)   # rows per stored chunk (dense); values do not depend on it
     knn: str | None = field(default=None, metadata=ADDED)  # kNN search ([affinity] knn); None = "auto"
-    search: str | None = field(default=None, metadata=ADDED)  # "exact": chunked resumable search (knn_stage)
+    search: str | None = field(default=None, metadata=ADDED)  # "exact"/"ivf": chunked resumable search (knn_stage)
     knn_chunk_rows: int = field(default=0, metadata=RUNTIME)    # its rows per chunk (a task each)
+    ivf_cells: int = field(default=0, metadata=ADDED)           # knn = "ivf": cells, 0 = by rule (knn_ivf)
+    ivf_probe: int = field(default=0, metadata=ADDED)           # knn = "ivf": cells probed, 0 = by rule
 
 
 @dataclass(frozen=True)
@@ -200,7 +202,8 @@ def affinity(store_path, key, attrs, p: AffinityParams, *, client=None, **_):
         gamma = p.gamma
         if p.kind == "knn":
             K, gamma = knn_kernel(X, p.n_neighbors, p.gamma, random_state=p.seed, dtype=dtype,
-                                  method=p.knn or "auto", return_gamma=True)
+                                  method=p.knn or "auto", return_gamma=True, n_cells=p.ivf_cells,
+                                  n_probe=p.ivf_probe)
             write_csr(g, "K", K)
         else:
             if p.kind == "gaussian":
@@ -402,9 +405,10 @@ def _build_affinity(ctx: Context, src, inputs):
     for point in ctx.group:
         a = point["affinity"]
         knn = a["kind"] == "knn"
-        if knn and a["knn_chunk_rows"] and a.get("knn", "auto") not in ("auto", "exact"):
-            raise UserError(f"[affinity] knn_chunk_rows searches exactly in chunks; it cannot use "
-                            f"knn = \"{a['knn']}\" (set knn = \"exact\" or knn_chunk_rows = 0)")
+        if knn and a["knn_chunk_rows"] and a.get("knn", "auto") not in ("auto", "exact", "ivf"):
+            raise UserError(f"[affinity] knn_chunk_rows searches exactly or by \"ivf\" in chunks; it cannot use "
+                            f"knn = \"{a['knn']}\" (set knn = \"exact\", \"ivf\" or knn_chunk_rows = 0)")
+        ivf = knn and a.get("knn") == "ivf"
         itemsize = np.dtype(a["dtype"]).itemsize
         out.append(AffinityParams(
             input=pre_key, src=src, kind=a["kind"], dtype=a["dtype"],
@@ -413,8 +417,9 @@ def _build_affinity(ctx: Context, src, inputs):
             chunk_rows=0 if knn else kernel_chunk_rows(ctx.info["n_samples"], itemsize, ctx.cfg.max_memory),
             # "auto" is left out of the key: stores made before [affinity] knn existed keep their keys
             knn=a.get("knn", "auto") if knn and a.get("knn", "auto") != "auto" else None,
-            search="exact" if knn and a["knn_chunk_rows"] else None,
-            knn_chunk_rows=a["knn_chunk_rows"] if knn else 0))
+            search=("ivf" if ivf else "exact") if knn and a["knn_chunk_rows"] else None,
+            knn_chunk_rows=a["knn_chunk_rows"] if knn else 0,
+            ivf_cells=a.get("ivf_cells", 0) if ivf else 0, ivf_probe=a.get("ivf_probe", 0) if ivf else 0))
     return out
 
 
