@@ -70,6 +70,16 @@ class PeakRSS:
         self.peak = max(self.peak, self._proc.memory_info().rss)
 
 
+def timed(fn, repeats):
+    """``(median wall time of fn() over repeats runs, the last run's result)``."""
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
 def _median_time(fn, repeats, setup=None):
     """Median wall time of ``fn(state)`` over ``repeats`` runs; ``setup()`` (untimed) makes the state."""
     times = []

@@ -6,7 +6,6 @@ our V, its H = our U^T), so the objectives can be compared iterate for iterate.
 """
 from __future__ import annotations
 
-import statistics
 import tempfile
 import time
 import warnings
@@ -14,7 +13,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from .bench import PeakRSS, machine
+from .bench import PeakRSS, machine, timed as _timed
 
 
 def load_tfidf(name="news20-all", synthetic=(18000, 30000, 1_400_000), seed=0):
@@ -39,15 +38,6 @@ def load_tfidf(name="news20-all", synthetic=(18000, 30000, 1_400_000), seed=0):
     X.sum_duplicates()
     X = sp.csr_matrix(X.multiply(1.0 / np.sqrt(X.multiply(X).sum(axis=1)).A.clip(1e-12)))
     return X, None, f"synthetic {n}x{m}"
-
-
-def _timed(fn, repeats):
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def bench_nmf(k=20, iters=30, repeats=3, max_memory="256MB", data="news20-all", seed=0):

@@ -26,13 +26,12 @@ Everything is measured in this run (ratios from one run; the machine may be load
 from __future__ import annotations
 
 import os
-import statistics
 import time
 import warnings
 
 import numpy as np
 
-from .bench import machine
+from .bench import machine, timed as _timed
 
 
 def subspace_data(n, d, n_sub=10, dim=8, noise=0.05, seed=0):
@@ -69,15 +68,6 @@ def numpy_admm(A, x, lam, rho, eps_abs, eps_rel, max_iter, relax):
             rho = rho * 2.0 if r > 10 * s else rho * 0.5
             Minv = np.linalg.inv(G + rho * np.eye(k))
     return z, it
-
-
-def _timed(fn, repeats):
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def bench_admm(n=5000, k=50, d=100, repeats=3, n_ref=300, eps=1e-9, relax=None):

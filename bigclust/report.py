@@ -270,12 +270,17 @@ def compare(result_files, paper_csv, out_md=None, out_csv=None) -> str:
                     cells.append(f"{o:.3f} / {pv:.3f} ({o - pv:+.3f})")
             md.append(f"| {d} | " + " | ".join(cells) + " |")
         md.append("")
+    return write_tables(md, rows, ["table", "dataset", "method", "ours", "paper", "diff"], out_md, out_csv)
+
+
+def write_tables(md, rows, fieldnames, out_md=None, out_csv=None) -> str:
+    """Join the Markdown lines ``md``; write them to ``out_md`` and ``rows`` as CSV to ``out_csv`` (atomically)."""
     text = "\n".join(md)
     if out_md:
         _atomic_write(Path(out_md), text)
     if out_csv:
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=["table", "dataset", "method", "ours", "paper", "diff"])
+        w = csv.DictWriter(buf, fieldnames=fieldnames)
         w.writeheader()
         w.writerows(rows)
         _atomic_write(Path(out_csv), buf.getvalue())

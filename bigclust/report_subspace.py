@@ -18,7 +18,6 @@ has one labelling).
 from __future__ import annotations
 
 import csv
-import io
 import json
 from pathlib import Path
 
@@ -85,7 +84,7 @@ def read_paper(paper_csv):
 
 def compare_subspace(result_files, paper_csv, out_md=None, out_csv=None) -> str:
     """Ours (mean ± std over the trials) beside the paper's cells, with the difference of the means."""
-    from .report import _atomic_write
+    from .report import write_tables
 
     ours = ours_by_cell(result_files)
     paper = read_paper(paper_csv)
@@ -117,16 +116,7 @@ def compare_subspace(result_files, paper_csv, out_md=None, out_csv=None) -> str:
                     continue
                 md.append(f"| {ds} | {setting or '–'} | {method} | {cells[0]} | {cells[1]} |")
         md.append("")
-    text = "\n".join(md)
-    if out_md:
-        _atomic_write(Path(out_md), text)
-    if out_csv:
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["table"])
-        w.writeheader()
-        w.writerows(rows)
-        _atomic_write(Path(out_csv), buf.getvalue())
-    return text
+    return write_tables(md, rows, list(rows[0]) if rows else ["table"], out_md, out_csv)
 
 
 def _cell(o, pv) -> str:
