@@ -435,17 +435,23 @@ def _scores(y, labels, best):
             "acc_max": float(acc.max()), "nmi_mean": float(nm.mean()), "nmi_max": float(nm.max())}
 
 
-def sparse_ours(n, k, gamma, n_init, n_clusters=10, self_loops="zero"):
+def sparse_ours(n, k, gamma, n_init, n_clusters=10, self_loops="zero", pca=50, knn="auto"):
     """kNN affinity, SK and BBS-dual on it, embedding, k-means, scores: times per phase and peak RSS.
 
-    ``self_loops``: BBS's support (:func:`bigclust.normalize.bbs`; "keep" is the
-    behaviour before issue 13).  The graph diagnostics of
-    :func:`bigclust.bench_sparse.graph_stats` are computed outside the timed phases.
+    The pipeline's ``[preprocess] pca`` and ``[affinity] knn``: ``pca``
+    components (0: search the raw pixels) from the streamed randomised PCA,
+    then the kNN search ``knn`` (:func:`bigclust.knn.resolve_method`; its
+    libraries on one thread, as in the pipeline).  ``self_loops``: BBS's
+    support (:func:`bigclust.normalize.bbs`; "keep" is the behaviour before
+    issue 13).  The graph diagnostics of :func:`bigclust.bench_sparse.graph_stats`
+    are computed outside the timed phases.
     """
     from .affinity import knn_kernel
     from .bench_sparse import graph_stats
     from .kmeans import kmeans
+    from .knn import resolve_method
     from .normalize import bbs, sinkhorn
+    from .preprocess import pca_fit, pca_transform
     from .spectral import embed
 
     res, clock = {}, time.perf_counter
@@ -454,7 +460,12 @@ def sparse_ours(n, k, gamma, n_init, n_clusters=10, self_loops="zero"):
         X, y, res["data"] = load_points(n)
         res["seconds_load"] = clock() - t
         t = clock()
-        K = knn_kernel(X, k, 1.0)
+        if pca:
+            X = pca_transform(X, *pca_fit(X, pca)).astype(np.float32)
+        res["pca"], res["seconds_pca"] = int(pca), clock() - t
+        res["knn"] = resolve_method(knn, *X.shape)
+        t = clock()
+        K = knn_kernel(X, k, 1.0, method=knn)
         if gamma == "median":
             # K_ij = exp(-d_ij^2) at gamma = 1, so exp(-d^2 / g) = K^(1/g): rescale instead of
             # searching the neighbours again
@@ -484,7 +495,7 @@ def sparse_ours(n, k, gamma, n_init, n_clusters=10, self_loops="zero"):
                 res.update(graph_stats(K, P, n_clusters, prefix=f"{name}_"))
             res[f"{name}_warnings"] = sorted({str(w.message)[:200] for w in caught}) or None
             res.update({f"{name}_{key}": v for key, v in _scores(y, km.labels, km.best).items()})
-            res[f"{name}_seconds_total"] = res["seconds_load"] + res["seconds_knn_affinity"] + sum(
+            res[f"{name}_seconds_total"] = res["seconds_load"] + res["seconds_pca"] + res["seconds_knn_affinity"] + sum(
                 res[f"{name}_seconds_{p}"] for p in ("normalize", "embed", "kmeans"))
             del P, V
     res["peak_rss_bytes"] = mem.peak
@@ -514,13 +525,16 @@ def sparse_sklearn(n, k, n_clusters=10, eigen_solver="arpack"):
 
 
 def bench_sparse(n=70000, k=10, gamma="median", n_init=10, sklearn_timeout=900.0, sklearn_subset=20000,
-                 sklearn_eigen_solver="amg", self_loops="zero"):
+                 sklearn_eigen_solver="amg", self_loops="zero", pca=50, knn="auto"):
     """End to end on MNIST with a sparse kNN affinity, beside scikit-learn's SpectralClustering.
 
     Each pipeline runs in its own spawned process so that its peak RSS is its
     own.  When scikit-learn runs past ``sklearn_timeout`` seconds it is
     stopped and run again (with ours, for comparison) on the first
-    ``sklearn_subset`` points.
+    ``sklearn_subset`` points.  ``pca`` / ``knn``: ours searches the
+    neighbours after PCA to ``pca`` dimensions (0: raw pixels) with the search
+    ``knn``, as ``[preprocess] pca`` and ``[affinity] knn`` do in the pipeline;
+    scikit-learn gets the raw pixels, as its users call it.
     """
     if not os.environ.get("BIGCLUST_DATA"):
         raise UserError("bench sparse needs MNIST: set BIGCLUST_DATA to the shared data folder")
@@ -533,7 +547,7 @@ def bench_sparse(n=70000, k=10, gamma="median", n_init=10, sklearn_timeout=900.0
            "kmeans_note": f"k-means with n_init={n_init} restarts (scikit-learn's default is 10 too); "
                           "acc/nmi are of the lowest-inertia restart"}
     out["bbs_self_loops"] = self_loops
-    ours = _in_child(sparse_ours, n=n, k=k, gamma=gamma, n_init=n_init, self_loops=self_loops)
+    ours = _in_child(sparse_ours, n=n, k=k, gamma=gamma, n_init=n_init, self_loops=self_loops, pca=pca, knn=knn)
     out.update({f"ours_{key}": v for key, v in ours.items()})
     sk = _in_child(sparse_sklearn, timeout=sklearn_timeout, n=n, k=k, eigen_solver=sklearn_eigen_solver)
     out["sklearn_n"], out["sklearn_timed_out_full"] = n, sk is None
@@ -543,7 +557,8 @@ def bench_sparse(n=70000, k=10, gamma="median", n_init=10, sklearn_timeout=900.0
                                                     f"{sklearn_timeout:.0f} s; both run on the first {m} points")
         sk = (_in_child(sparse_sklearn, timeout=sklearn_timeout, n=m, k=k, eigen_solver=sklearn_eigen_solver)
               or {"error": "timed out on subset too"})
-        sub = _in_child(sparse_ours, n=m, k=k, gamma=gamma, n_init=n_init, self_loops=self_loops)
+        sub = _in_child(sparse_ours, n=m, k=k, gamma=gamma, n_init=n_init, self_loops=self_loops, pca=pca,
+                        knn=knn)
         out.update({f"ours_subset_{key}": v for key, v in sub.items()})
     out.update({f"sklearn_{key}": v for key, v in sk.items()})
     return out

@@ -279,11 +279,17 @@ def bench_ooc(n, max_memory, iters, dtype, workdir, as_json):
                    "finish full MNIST in 15 min; 'amg' (pip install pyamg) is its large-sparse choice.")
 @click.option("--bbs-self-loops", default="zero", show_default=True, type=click.Choice(["keep", "zero", "drop", "cap"]),
               help="BBS-dual's support ([bbs] self_loops); 'keep' is the behaviour before issue 13.")
+@click.option("--pca", default=50, show_default=True, type=click.IntRange(min=0),
+              help="Ours: PCA components before the kNN search ([preprocess] pca); 0 = raw pixels.")
+@click.option("--knn", default="auto", show_default=True,
+              help="Ours: the kNN search ([affinity] knn: auto, exact, approx, ivf, pynndescent, hnswlib, faiss).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def bench_sparse(n, k, gamma, n_init, sklearn_timeout, sklearn_subset, sklearn_eigen_solver, bbs_self_loops,
-                 as_json):
+                 pca, knn, as_json):
     """MNIST end to end on a sparse kNN affinity (SK, BBS-dual) beside scikit-learn."""
     from .bench import bench_sparse as run
+    from .knn import check_method
+    check_method(knn)
     if gamma != "median":
         try:
             gamma = float(gamma)
@@ -291,7 +297,7 @@ def bench_sparse(n, k, gamma, n_init, sklearn_timeout, sklearn_subset, sklearn_e
             raise UserError(f"--gamma must be a number or 'median', got {gamma!r}") from None
     _bench_print(run(n=n, k=k, gamma=gamma, n_init=n_init, sklearn_timeout=sklearn_timeout,
                      sklearn_subset=sklearn_subset, sklearn_eigen_solver=sklearn_eigen_solver,
-                     self_loops=bbs_self_loops), as_json)
+                     self_loops=bbs_self_loops, pca=pca, knn=knn), as_json)
 
 
 @bench.command("knn")

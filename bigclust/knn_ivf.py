@@ -15,9 +15,14 @@ The result is a function of X, k, C, nprobe and the seed only (not of the
 grouping), the same in one call (:func:`knn_ivf`) and in chunks.
 
 Defaults (:func:`default_cells`, :func:`default_probe`) were chosen from
-recall@k against the exact search on MNIST-70k (PCA-50), k = 10 and 30
-(the README has the table): C = round(CELLS_PER_SQRT_N * sqrt(n)),
-nprobe = DEFAULT_PROBE.
+recall@k against the exact search on MNIST-70k and mnist-1m (PCA-50), k = 10
+and 30 (the README has the tables): cells of about ROWS_PER_CELL rows,
+C = round(n / ROWS_PER_CELL), and nprobe = DEFAULT_PROBE * sqrt(n / PROBE_REF_N)
+(at least DEFAULT_PROBE).  Recall at a fixed nprobe fell with n (at 1M,
+C = 3906: nprobe 32 gave 0.88, 128 gave 0.98), so nprobe grows with n to keep
+recall@10 near its 70k value (0.98); the work, n * nprobe * ROWS_PER_CELL * d,
+then grows as n^1.5.  Fix ``ivf_probe`` for work linear in n at a recall that
+falls with n.
 """
 from __future__ import annotations
 
@@ -27,23 +32,25 @@ import numpy as np
 
 from .errors import UserError
 
-#: C = CELLS_PER_SQRT_N * sqrt(n) cells
-CELLS_PER_SQRT_N = 1.0
-#: cells searched per query cell (its own and the nearest others by centroid distance)
+#: C = n / ROWS_PER_CELL cells: at n = 70000 (273 cells) the same as the sqrt(n) cells measured first;
+#: at n = 1M smaller cells with more probes gave more recall per row scanned than sqrt(n) cells
+ROWS_PER_CELL = 256
+#: cells searched per query cell at n = PROBE_REF_N (its own and the nearest others by centroid distance)
 DEFAULT_PROBE = 32
+PROBE_REF_N = 70000
 #: Lloyd iterations on the sample, and sample rows per cell
 LLOYD_ITER = 10
 SAMPLE_PER_CELL = 40
 
 
 def default_cells(n: int) -> int:
-    """The number of cells for n rows: ``round(CELLS_PER_SQRT_N * sqrt(n))``, at least 1 and at most n."""
-    return int(min(n, max(1, round(CELLS_PER_SQRT_N * math.sqrt(n)))))
+    """The number of cells for n rows: ``round(n / ROWS_PER_CELL)``, at least 1 and at most n."""
+    return int(min(n, max(1, round(n / ROWS_PER_CELL))))
 
 
-def default_probe(n_cells: int) -> int:
-    """The cells searched per query cell: ``min(C, DEFAULT_PROBE)``."""
-    return int(min(n_cells, DEFAULT_PROBE))
+def default_probe(n_cells: int, n: int = PROBE_REF_N) -> int:
+    """Cells searched per query cell: ``ceil(DEFAULT_PROBE * sqrt(n / PROBE_REF_N))``, at least DEFAULT_PROBE, at most C."""
+    return int(min(n_cells, max(DEFAULT_PROBE, math.ceil(DEFAULT_PROBE * math.sqrt(n / PROBE_REF_N)))))
 
 
 def resolve(n, n_cells=0, n_probe=0):
@@ -51,7 +58,7 @@ def resolve(n, n_cells=0, n_probe=0):
     C = int(n_cells or default_cells(n))
     if not 1 <= C <= n:
         raise UserError(f"ivf_cells={C} must be between 1 and n={n}")
-    P = int(n_probe or default_probe(C))
+    P = int(n_probe or default_probe(C, n))
     if not 1 <= P <= C:
         raise UserError(f"ivf_probe={P} must be between 1 and ivf_cells={C}")
     return C, P

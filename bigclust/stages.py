@@ -398,6 +398,7 @@ def cluster(store_path, key, attrs, p: ClusterParams, **_):
 
 def _build_affinity(ctx: Context, src, inputs):
     """One kernel per config point of the instance (several when the method combines a γ sweep)."""
+    from .knn import resolve_method
     from .plan import kernel_chunk_rows
 
     (pre_key,) = inputs
@@ -408,7 +409,15 @@ def _build_affinity(ctx: Context, src, inputs):
         if knn and a["knn_chunk_rows"] and a.get("knn", "auto") not in ("auto", "exact", "ivf"):
             raise UserError(f"[affinity] knn_chunk_rows searches exactly or by \"ivf\" in chunks; it cannot use "
                             f"knn = \"{a['knn']}\" (set knn = \"exact\", \"ivf\" or knn_chunk_rows = 0)")
-        ivf = knn and a.get("knn") == "ivf"
+        method = a.get("knn", "auto")
+        if knn and method == "auto":
+            # resolved here, so that the key says which search made the graph ("exact" keeps the
+            # key of stores made before [affinity] knn existed, when auto meant exact or pynndescent)
+            d = point["preprocess"].get("pca") or ctx.info["n_features"]
+            method = resolve_method("auto", ctx.info["n_samples"], d)
+            if method == "exact" or (a["knn_chunk_rows"] and method != "ivf"):
+                method = "auto"  # the chunked stage searches exactly unless it is IVF
+        ivf = knn and method == "ivf"
         itemsize = np.dtype(a["dtype"]).itemsize
         out.append(AffinityParams(
             input=pre_key, src=src, kind=a["kind"], dtype=a["dtype"],
@@ -416,7 +425,7 @@ def _build_affinity(ctx: Context, src, inputs):
             n_neighbors=a["n_neighbors"] if knn else None, seed=point["cluster"]["seed"] if knn else None,
             chunk_rows=0 if knn else kernel_chunk_rows(ctx.info["n_samples"], itemsize, ctx.cfg.max_memory),
             # "auto" is left out of the key: stores made before [affinity] knn existed keep their keys
-            knn=a.get("knn", "auto") if knn and a.get("knn", "auto") != "auto" else None,
+            knn=method if knn and method != "auto" else None,
             search=("ivf" if ivf else "exact") if knn and a["knn_chunk_rows"] else None,
             knn_chunk_rows=a["knn_chunk_rows"] if knn else 0,
             ivf_cells=a.get("ivf_cells", 0) if ivf else 0, ivf_probe=a.get("ivf_probe", 0) if ivf else 0))

@@ -218,8 +218,14 @@ def test_non_finite_data():
         minibatch_kmeans(X, 3, batch_size=50)
 
 
-def test_minibatch_blobs_and_chunk_invariance():
+@pytest.mark.parametrize("read_whole", [True, False])
+def test_minibatch_blobs_and_chunk_invariance(read_whole, monkeypatch):
     import dask.array as da
+
+    import bigclust.kmeans as km
+
+    # both paths for a Dask X: read once (small X) and batch by batch from the chunks (large X)
+    monkeypatch.setattr(km, "_READ_WHOLE_BYTES", 2**40 if read_whole else 0)
 
     X, y = make_blobs(n_samples=3000, n_features=5, centers=6, cluster_std=0.8, random_state=5)
     kw = dict(n_init=3, batch_size=256, max_iter=60, random_state=7)
