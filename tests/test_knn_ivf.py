@@ -169,22 +169,6 @@ def test_stage_in_one_call_equals_chunked(tmp_path, make_config):
     assert (K1 != K2).nnz == 0 and n1.shape == (N, K_NN)
 
 
-def test_chunks_on_a_local_cluster_equal_local(tmp_path, make_config):
-    """The IVF chunks as tasks of a process-based cluster (the partition travels to the workers
-    through the store's scratch group) give the lists of the local run, bit for bit."""
-    distributed = pytest.importorskip("distributed")
-    p, _ = _data(tmp_path)
-    run(_ivf_config(make_config, p, store="loc.zarr", out="o1"))
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
-        run(_ivf_config(make_config, p, store="dist.zarr", out="o2"), scheduler=cluster.scheduler_address)
-    K1, n1, _ = _affinity(tmp_path / "loc.zarr")
-    K2, n2, a2 = _affinity(tmp_path / "dist.zarr")
-    assert a2["params"]["search"] == "ivf"
-    np.testing.assert_array_equal(n1, n2)
-    assert (K1 != K2).nnz == 0 and a2["knn_chunks"][1] == a2["knn_chunks"][0] >= 5
-
-
 def test_auto_resolves_to_ivf_in_low_dimensions():
     from bigclust import knn
 
