@@ -26,11 +26,13 @@ def top_eigenvectors(P, k, *, solver="auto", random_state=0):
         to an iterative solver.
     k : int
         Number of eigenvectors, 1 <= k < n.
-    solver : {"auto", "eigh", "eigsh", "lobpcg", "amg"}
-        ``auto``: dense ``eigh`` for n <= 2000 (dense or sparse P), block
-        ``lobpcg`` for a larger sparse P whose graph is disconnected (ARPACK
-        misses copies of a repeated eigenvalue), else ``eigsh`` (ARPACK) with a
-        fallback to ``lobpcg`` when ARPACK does not converge (with a warning).
+    solver : {"auto", "eigh", "eigsh", "components", "lobpcg", "amg"}
+        ``auto``: dense ``eigh`` for n <= 2000 (dense or sparse P),
+        ``components`` for a larger sparse P whose graph is disconnected
+        (ARPACK on the whole matrix misses copies of a repeated eigenvalue;
+        :func:`_by_component` solves each connected block on its own), else
+        ``eigsh`` (ARPACK) with a fallback to ``lobpcg`` when ARPACK does not
+        converge (with a warning).
         ``amg``: block LOBPCG on ``cI - P`` preconditioned by
         smoothed-aggregation multigrid (needs pyamg; see :func:`_lobpcg_amg`
         for why ``auto`` does not choose it).  For a sparse P the iterative
@@ -58,7 +60,7 @@ def top_eigenvectors(P, k, *, solver="auto", random_state=0):
         from scipy.linalg import eigh
         A = P.toarray() if sp.issparse(P) else np.asarray(P, dtype=np.float64)
         vals, vecs = eigh(A, subset_by_index=[n - k, n - 1])
-    elif sp.issparse(P) and solver in ("eigsh", "lobpcg", "amg"):
+    elif sp.issparse(P) and solver in ("eigsh", "components", "lobpcg", "amg"):
         from threadpoolctl import threadpool_limits
         with threadpool_limits(SPARSE_BLAS_THREADS, user_api="blas"):
             vals, vecs = _iterative(P, k, solver, random_state)
@@ -94,6 +96,10 @@ def _iterative(P, k, solver, random_state):
             warnings.warn(f"eigsh did not converge for k={k}, n={n}; falling back to lobpcg",
                           RuntimeWarning, stacklevel=3)
             vals, vecs = _lobpcg(P, k, random_state)
+    elif solver == "components":
+        if not sp.issparse(P):
+            raise UserError("eigensolver 'components' needs a sparse matrix")
+        vals, vecs = _by_component(P, k, random_state)
     elif solver == "lobpcg":
         vals, vecs = _lobpcg(P, k, random_state)
     elif solver == "amg":
@@ -103,7 +109,7 @@ def _iterative(P, k, solver, random_state):
             raise UserError("eigensolver 'amg' needs pyamg (pip install pyamg)")
         vals, vecs = _lobpcg_amg(P, k, random_state)
     else:
-        raise UserError(f"unknown eigensolver {solver!r}; expected auto, eigh, eigsh, lobpcg or amg")
+        raise UserError(f"unknown eigensolver {solver!r}; expected auto, eigh, eigsh, components, lobpcg or amg")
     return vals, vecs
 
 
@@ -116,12 +122,66 @@ def auto_solver(P, k) -> str:
         return "eigsh"
     # ARPACK finds one vector per distinct eigenvalue of its Krylov space, so on a disconnected graph
     # it misses copies of the repeated top eigenvalue (one per component) and the embedding is wrong;
-    # dense eigh is exact up to EIGH_MAX_N, block LOBPCG finds repeated eigenvalues above it
+    # dense eigh is exact up to EIGH_MAX_N; above it each component is solved on its own (block
+    # LOBPCG also finds repeated eigenvalues, but unpreconditioned it ran > 10 min at n = 1M)
     if n <= EIGH_MAX_N:
         return "eigh"
     if sp.issparse(P) and components(P)[0] > 1:
-        return "lobpcg"
+        return "components"
     return "eigsh"
+
+
+def _by_component(P, k, random_state):
+    """Top-k eigenpairs of a sparse symmetric P whose graph is disconnected, one component at a time.
+
+    P is block diagonal after sorting the rows by component, so its spectrum
+    is the union of the blocks' spectra and each eigenvector lives on one
+    block.  Single points contribute ``(P_ii, e_i)``, blocks of at most
+    :data:`EIGH_MAX_N` rows (or at most k + 1) dense ``eigh``, larger blocks
+    ARPACK (connected, so it sees every eigenvalue it needs).  The k largest
+    of all candidates are kept; ties go to the lower component number, then
+    to the block's own order, so the choice is deterministic.
+    """
+    from scipy.sparse.linalg import eigsh
+
+    P = sp.csr_matrix(P, dtype=np.float64)
+    P.eliminate_zeros()
+    _, lab = components(P)
+    order = np.argsort(lab, kind="stable")
+    off = np.concatenate([[0], np.cumsum(np.bincount(lab))])
+    Pp = P[order][:, order].tocsr()
+    cand_val, cand_comp, cand_rank, cand_vec = [], [], [], []   # per candidate; vectors as (rows, values)
+    single = np.flatnonzero(np.diff(off) == 1)
+    if single.size:  # vectorised: a point alone is an eigenvector with its diagonal entry as eigenvalue
+        rows = off[single]
+        cand_val.append(Pp.diagonal()[rows])
+        cand_comp.append(single)
+        cand_rank.append(np.zeros(single.size, dtype=np.int64))
+        cand_vec.extend((order[r:r + 1], np.ones(1)) for r in rows)
+    for c in np.flatnonzero(np.diff(off) > 1):
+        a, b = off[c], off[c + 1]
+        m, B = b - a, Pp[a:b, a:b]
+        kk = min(k, m)
+        if m <= max(EIGH_MAX_N, k + 1):
+            w, U = np.linalg.eigh(B.toarray())
+            w, U = w[::-1][:kk], U[:, ::-1][:, :kk]
+        else:
+            v0 = np.random.default_rng(random_state).uniform(0.5, 1.5, m)
+            w, U = eigsh(B, k=kk, which="LA", v0=v0, tol=1e-10, maxiter=max(5000, 20 * m))
+            o = np.argsort(w)[::-1]
+            w, U = w[o], U[:, o]
+        cand_val.append(w)
+        cand_comp.append(np.full(kk, c))
+        cand_rank.append(np.arange(kk))
+        cand_vec.extend((order[a:b], U[:, j]) for j in range(kk))
+    val, comp, rank = (np.concatenate(x) for x in (cand_val, cand_comp, cand_rank))
+    # candidates were appended singles first, then blocks: sort by value, then component, then rank
+    pick = np.lexsort((rank, comp, -val))[:k]
+    vecs = np.zeros((P.shape[0], k))
+    for j, i in enumerate(pick):
+        rows, v = cand_vec[i]
+        vecs[rows, j] = v
+    return val[pick], vecs
 
 
 def _as_operand(P):

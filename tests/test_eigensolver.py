@@ -82,7 +82,31 @@ def test_auto_is_arpack_on_a_connected_sparse_graph_and_lobpcg_on_a_split_one(mo
     rows = np.repeat(np.arange(750), np.diff(Z.indptr))
     Z.data[(rows < 300) != (Z.indices < 300)] = 0.0      # blobs 0-1 | 2-4, the cut edges still stored
     assert Z.nnz == P.nnz
-    assert spectral.components(Z)[0] >= 2 and spectral.auto_solver(Z, 5) == "lobpcg"
+    assert spectral.components(Z)[0] >= 2 and spectral.auto_solver(Z, 5) == "components"
+    # the split graph solved component by component: the top-5 subspace of the whole matrix
+    w, U = np.linalg.eigh(Z.toarray())
+    v, V = top_eigenvectors(Z, 5)
+    np.testing.assert_allclose(v, w[::-1][:5], atol=1e-9)
+    assert np.max(subspace_angles(V, U[:, -5:])) < 1e-6
+
+
+def test_components_solver_with_single_points_and_small_and_large_blocks(monkeypatch):
+    """Blocks solved by ARPACK (large), dense eigh (small) and single points: the top-k eigenpairs of the
+    whole block-diagonal matrix, in any row order (the blocks are interleaved by a permutation)."""
+    monkeypatch.setattr(spectral, "EIGH_MAX_N", 100)
+    big = sinkhorn(_knn(_blobs()), n_iter=10000, tol=1e-10)             # 750 rows, connected: ARPACK
+    rng = np.random.default_rng(2)
+    small = sp.random(30, 30, density=0.3, random_state=rng)
+    small = sp.csr_matrix(small + small.T + sp.identity(30) * 3.0)     # top eigenvalues above the big block's 1
+    lone = sp.diags([0.9, 1.5, 0.2])                                  # three single points
+    A = sp.block_diag([big, small, lone]).tocsr()
+    perm = rng.permutation(A.shape[0])
+    A = A[perm][:, perm]
+    w, U = np.linalg.eigh(A.toarray())
+    assert np.min(np.diff(w[::-1][:9])) < -1e-8                       # no tie at the cut below
+    v, V = top_eigenvectors(A, 8, solver="components")
+    np.testing.assert_allclose(v, w[::-1][:8], atol=1e-9)
+    assert np.max(subspace_angles(V, U[:, -8:])) < 1e-6
 
 
 def test_amg_needs_pyamg(monkeypatch):
