@@ -25,7 +25,19 @@ APPROX_RUNS = (
     ("pynndescent-tuned", "pynndescent", {"n_trees": 4, "n_iters": 4, "max_candidates": 16}),
     ("hnswlib", "hnswlib", {}),                             # bigclust.knn.APPROX_PARAMS
     ("faiss-hnsw", "faiss", {}),
+    ("ivf", "ivf", {}),                                     # bigclust.knn_ivf, default cells and probes
 )
+
+
+def _search(X, k, lib, params):
+    """One approximate search: a library (all cores) or bigclust's IVF (its Numba threads)."""
+    from .knn import knn_approx
+
+    if lib == "ivf":
+        from .knn_ivf import knn_ivf
+
+        return knn_ivf(X, k, **params)
+    return knn_approx(X, k, lib, n_jobs=os.cpu_count(), **params)
 
 
 #: CPU seconds (all threads of this process) of the last :func:`_timed` call, median over its repeats
@@ -59,6 +71,8 @@ def _note(res, key):
 def _available(lib):
     import importlib
 
+    if lib == "ivf":
+        return True
     try:
         importlib.import_module(lib)
         return True
@@ -68,14 +82,14 @@ def _available(lib):
 
 def _space(X, ks, repeats, exact_repeats, res, tag, runs):
     """Exact and approximate graphs of X for every k into ``res`` (keys prefixed by ``tag``)."""
-    from .knn import knn_approx, knn_exact, recall
+    from .knn import knn_exact, recall
 
     # compile every kernel (ours and pynndescent's Numba code) before anything is timed
     W = X[:min(len(X), 2000)]
     knn_exact(W, min(ks))
     for _, lib, params in runs:
         if _available("faiss" if lib == "faiss" else lib):
-            knn_approx(W, min(ks), lib, n_jobs=os.cpu_count(), **params)
+            _search(W, min(ks), lib, params)
     exact = {}
     for k in ks:
         med, times, (ind, _) = _timed(lambda: knn_exact(X, k), exact_repeats)
@@ -88,7 +102,7 @@ def _space(X, ks, repeats, exact_repeats, res, tag, runs):
             if not _available("faiss" if lib == "faiss" else lib):
                 res[f"{tag}_k{k}_{name}_skipped"] = f"{lib} not installed (pip install 'bigclust[knn]')"
                 continue
-            med, times, (ind_a, _) = _timed(lambda: knn_approx(X, k, lib, n_jobs=os.cpu_count(), **params), repeats)
+            med, times, (ind_a, _) = _timed(lambda: _search(X, k, lib, params), repeats)
             res[f"{tag}_k{k}_{name}_seconds"], res[f"{tag}_k{k}_{name}_times"] = med, times
             res[f"{tag}_k{k}_{name}_cpu_seconds"] = _last_cpu[0]
             res[f"{tag}_k{k}_{name}_recall"] = recall(ind_a, ind)

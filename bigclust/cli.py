@@ -311,7 +311,7 @@ def bench_sparse(n, k, gamma, n_init, sklearn_timeout, sklearn_subset, sklearn_e
                                           "about 16x the PCA-50 work).")
 @click.option("--exact-repeats", default=None, type=click.IntRange(min=1),
               help="Runs of the exact search (default: --repeats).")
-@click.option("--approx", multiple=True, type=click.Choice(["pynndescent-tuned", "hnswlib", "faiss-hnsw"]),
+@click.option("--approx", multiple=True, type=click.Choice(["pynndescent-tuned", "hnswlib", "faiss-hnsw", "ivf"]),
               help="Approximate searches besides pynndescent (repeat; default: all).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def bench_knn(n, ks, pca, repeats, raw, exact_repeats, approx, as_json):

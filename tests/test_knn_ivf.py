@@ -90,7 +90,7 @@ def test_small_cells_widen_and_self_first():
 
 def test_defaults_and_errors():
     assert knn_ivf.resolve(70000) == (273, knn_ivf.DEFAULT_PROBE)
-    assert knn_ivf.resolve(1_000_000) == (3906, 121)  # nprobe grows as sqrt(n): recall held near 0.98
+    assert knn_ivf.resolve(1_000_000) == (3906, 137)  # nprobe grows as sqrt(n): recall held near 0.98
     assert knn_ivf.resolve(5) == (knn_ivf.default_cells(5), min(knn_ivf.default_cells(5), knn_ivf.DEFAULT_PROBE))
     with pytest.raises(UserError, match="ivf_probe"):
         knn_ivf.resolve(100, 10, 11)
