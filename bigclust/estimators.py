@@ -461,11 +461,12 @@ class SubspaceClustering(_PipelineEstimator):
     n_neighbors : int, default=10
         Size of each sample's kNN dictionary; 0 uses the whole dictionary (classical SSC/LSR/LRR;
         not with a partially labelled ``y``).
-    augment : {None, "coil20", "coil20_rotscale", "mnist", "interpolate"}, default=None
+    augment : {None, "coil20", "coil20_rotscale", "coil20_flip", "mnist", "interpolate"}, default=None
         None: no augmentation (kNN-SSC/LSR/LRR; the -LP variants of AkS-SC).  ``"coil20"``: 32x32
         images (column-major), flip + 5 rotations + 5 scalings; ``"coil20_rotscale"``: without the
-        flip; ``"mnist"``: 28x28, 5 rotations + 5 scalings; ``"interpolate"`` (AkS-SC only):
-        ``n_interpolate`` random non-negative combinations of two labelled samples per class.
+        flip; ``"coil20_flip"``: the flip only; ``"mnist"``: 28x28, 5 rotations + 5 scalings;
+        ``"interpolate"`` (AkS-SC only): ``n_interpolate`` random non-negative combinations of two
+        labelled samples per class.
     lam : float, default=0.0
         Regularisation weight; 0 = the default rule (SSC: ``min_i ||A_iᵀ x_i||_inf / alpha``; LSR, LRR: 0.05).
     alpha : float, default=20.0

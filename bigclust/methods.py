@@ -285,9 +285,10 @@ class SubspaceParams:
 
     regularizer: str = param("l1", choices=("l1", "l2", "nuclear"))   # SSC, LSR, LRR
     n_neighbors: int = nonnegative(10, int)   # k of the kNN dictionary; 0 = the full dictionary (SSC/LSR/LRR)
-    # preset: image shape and transforms ("coil20_rotscale": without the flip); "interpolate": linear
-    # interpolation of labelled samples of a class (AkS-SC only)
-    augment: str = param("none", choices=("none", "coil20", "coil20_rotscale", "mnist", "interpolate"))
+    # preset: image shape and transforms ("coil20_rotscale": without the flip, "coil20_flip": the flip only);
+    # "interpolate": linear interpolation of labelled samples of a class (AkS-SC only)
+    augment: str = param("none", choices=("none", "coil20", "coil20_rotscale", "coil20_flip", "mnist",
+                                          "interpolate"))
     lam: float = nonnegative(0.0, float)      # 0: SSC's rule lambda = min_i ||A_i^T x_i||_inf / alpha; LSR/LRR 0.05
     alpha: float = positive(20.0, float)
     svt: str = param("exact", choices=("exact", "gram", "randomized"))  # LRR's singular value thresholding

@@ -3,8 +3,10 @@
 The paper CSV (``pipelines/subspace/paper_table*.csv``) has the columns
 ``table,dataset,setting,method,metric,value,std[,note]``: ``metric`` is
 ``err`` or ``nmi`` (percent), ``setting`` names the protocol cell
-(``""`` for Table 1; ``labelled=4 aug=coil20`` for Tables 3-4, with our
-augmentation preset names; ``digits=0:9`` for Table 2), ``std`` may be empty
+(``""`` for Table 1; ``labelled=4 aug=coil20`` for Tables 3-5, with our
+augmentation preset names; ``digits=0:9`` for Table 2; ``k=10 aug=coil20``
+and ``digits=0:9 k=10 aug=mnist`` for the supplement's Tables 6-7, which
+vary k), ``std`` may be empty
 and ``note`` marks cells that are garbled in the extracted text.
 
 Our side: every trial record of the runs (one per ``[cluster] seed``) is
@@ -53,6 +55,15 @@ def _digits(r) -> str:
     return ""
 
 
+def _k_setting(r) -> tuple[str, ...]:
+    """The sensitivity tables' cell of an unsupervised kNN record: ``k=10 aug=coil20`` (supplement Table 6),
+    ``digits=0:9 k=10 aug=mnist`` (Table 7); a second key, so the same trials also count in Tables 1-2."""
+    p = r["params"]
+    if p.get("semi_supervised") or not p["n_neighbors"]:
+        return ()
+    return (" ".join(filter(None, (_digits(r), f"k={p['n_neighbors']} aug={p['augment']}"))),)
+
+
 def ours_by_cell(result_files):
     """``{(dataset, setting, method): {"err": (mean, std, n), "nmi": (mean, std, n)}}`` over the trials."""
     trials = {}
@@ -64,9 +75,10 @@ def ours_by_cell(result_files):
             setting, method = named
             setting = setting or _digits(r)
             ds = "mnist-test" if _digits(r) else r["dataset"]
-            t = trials.setdefault((ds, setting, method), {"err": [], "nmi": []})
-            t["err"].append(100.0 * (1.0 - r["acc_best_inertia"]))
-            t["nmi"].append(100.0 * r["nmi_best_inertia"])
+            for cell in (setting, *_k_setting(r)):
+                t = trials.setdefault((ds, cell, method), {"err": [], "nmi": []})
+                t["err"].append(100.0 * (1.0 - r["acc_best_inertia"]))
+                t["nmi"].append(100.0 * r["nmi_best_inertia"])
     return {key: {m: (float(np.mean(v)), float(np.std(v)), len(v)) for m, v in t.items()}
             for key, t in trials.items()}
 

@@ -44,3 +44,32 @@ def test_compare_names_trials_and_averages(tmp_path):
     assert np.isclose(float(lp["ours"]), 95.0) and lp["note"] == "garbled"
     assert np.isclose(float(rows[("2", "digits=0:9", "Ak-SSC", "err")]["ours"]), 10.0)
     assert "92.19 ± 0.72*" in text and "## Table 3" in text
+
+
+def test_compare_sensitivity_tables_name_cells_by_k_and_augmentation(tmp_path):
+    # supplement Tables 6-7 vary k: the same trial also counts under "k=K aug=A" (with the digits for MNIST),
+    # while Table 1's cell (setting "") keeps only the records passed for it
+    recs = [_rec("l1", 30, "coil20_flip", 0.8, 0.9), _rec("l1", 30, "coil20_flip", 0.9, 0.95),
+            _rec("l1", 50, "coil20_flip", 0.5, 0.6),                                      # other k: not mixed in
+            _rec("l2", 30, "none", 0.7, 0.8),                                             # kNN-LSR k=30
+            _rec("l1", 0, "none", 0.1, 0.1),                                              # full SSC: no k cell
+            _rec("l1", 100, "mnist", 0.9, 0.85, dataset="mnist-test-500-0-9"),
+            _rec("l1", 100, "mnist", 0.9, 0.85, dataset="mnist-test-500-0-3")]             # other digits
+    res = tmp_path / "results.json"
+    res.write_text(json.dumps(recs))
+    paper = tmp_path / "paper.csv"
+    paper.write_text("table,dataset,setting,method,metric,value,std,note\n"
+                     "6,coil20,k=30 aug=coil20_flip,Ak-SSC,err,16.32,,\n"
+                     "6,coil20,k=30 aug=none,kNN-LSR,err,28.13,,\n"
+                     "6,coil20,k=0 aug=none,SSC,err,1,,\n"
+                     "7,mnist-test,digits=0:9 k=100 aug=mnist,Ak-SSC,err,9.20,0.63,\n")
+    out_csv = tmp_path / "cmp.csv"
+    compare([res], paper, out_csv=out_csv)
+    rows = {(r["table"], r["setting"], r["method"]): r for r in csv.DictReader(open(out_csv)) if r["metric"] == "err"}
+    flip = rows[("6", "k=30 aug=coil20_flip", "Ak-SSC")]
+    assert np.isclose(float(flip["ours"]), 15.0) and np.isclose(float(flip["ours_std"]), 5.0)
+    assert flip["n_trials"] == "2"
+    assert np.isclose(float(rows[("6", "k=30 aug=none", "kNN-LSR")]["ours"]), 30.0)
+    assert rows[("6", "k=0 aug=none", "SSC")]["ours"] == ""
+    mn = rows[("7", "digits=0:9 k=100 aug=mnist", "Ak-SSC")]
+    assert np.isclose(float(mn["ours"]), 10.0) and mn["n_trials"] == "1"

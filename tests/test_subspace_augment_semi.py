@@ -97,6 +97,19 @@ def test_presets_and_augmentation_errors():
         assert "\n" not in str(e.value)
 
 
+def test_flip_preset_is_the_mirror_image_only():
+    # supplement Table 6's {flip} strategy: one copy per image, each row's 32x32 column-major image mirrored
+    X = np.random.default_rng(1).random((4, 1024))
+    A, o = augment(X, "coil20_flip", random_state=0)
+    B, _ = augment(X, "coil20_flip", random_state=7)            # no random draw: the seed does not matter
+    assert A.shape == (4, 1024) and np.array_equal(o, np.arange(4)) and np.array_equal(A, B)
+    for i in range(4):
+        img = X[i].reshape(32, 32, order="F")
+        assert np.array_equal(A[i].reshape(32, 32, order="F"), img[:, ::-1])
+    full, _ = augment(X, "coil20", random_state=0)             # the same flip is the first copy of "coil20"
+    assert np.array_equal(full[::11], A)
+
+
 def test_interpolation_is_convex_within_one_class():
     rng = np.random.default_rng(0)
     X = rng.random((20, 5))

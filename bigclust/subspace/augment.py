@@ -52,6 +52,9 @@ PRESETS = {
     # Tables 3-4's {rotation, scale} strategy: the COIL-20 preset without the flip (10 copies)
     "coil20_rotscale": dict(image_shape=(32, 32), order="F", flip=False, n_rotations=5, n_scalings=5,
                             rotation_range=(-15.0, 15.0), scale_range=(0.9, 1.1)),
+    # supplement Table 6's {flip} strategy: the left-right mirror image only (1 copy, no randomness)
+    "coil20_flip": dict(image_shape=(32, 32), order="F", flip=True, n_rotations=0, n_scalings=0,
+                        rotation_range=(-15.0, 15.0), scale_range=(0.9, 1.1)),
     "mnist": dict(image_shape=(28, 28), order="C", flip=False, n_rotations=5, n_scalings=5,
                   rotation_range=(-15.0, 15.0), scale_range=(0.9, 1.1)),
 }
