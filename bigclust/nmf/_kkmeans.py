@@ -195,8 +195,8 @@ def kernel_kmeans_streamed(read_block, block_bounds, n_clusters, *, n_init=10, m
         take(np.concatenate(_columns(mapper, block_columns, read_block, bounds, n, (picks,))), picks, [j])
         passes += 1
 
-    F = [np.ascontiguousarray(cols[r].T) for r in range(n_init)]
-    del cols, d2
+    F = [np.ascontiguousarray(cols[r].T) for r in range(n_init)]   # (n, k) per restart
+    cols = d2 = None                                      # F holds the columns now
     s = [kdiag[idx[r]].copy() for r in range(n_init)]
     counts = np.ones((n_init, k), dtype=np.int64)
     labels = np.full((n_init, n), -1, dtype=np.int32)
@@ -239,5 +239,6 @@ def kernel_kmeans_streamed(read_block, block_bounds, n_clusters, *, n_init=10, m
     _warn_empty(int(n_empty.sum()), n_init, "empty")
     info = NMFInfo(objective=np.array([obj[best]]), n_iter=int(n_iter[best]), converged=bool(n_iter[best] < max_iter),
                    best=best, objectives=obj, n_iters=n_iter.astype(np.int64), method="kernel-kmeans/streamed",
-                   n_empty_reseeded=int(n_empty.sum()), extra={"labels_all": labels, "passes": passes, "history": history})
+                   n_empty_reseeded=int(n_empty.sum()),
+                   extra={"labels_all": labels, "passes": passes, "history": history})
     return (labels[best], float(obj[best]), info) if return_info else (labels[best], float(obj[best]))
