@@ -73,7 +73,7 @@ class Method:
     assign_streamed : callable, optional
         Assign stage when its input does not fit ``max_memory`` (documents X:
         :func:`bigclust.plan.nmf_plan`; a dense kernel K: two float64 copies):
-        ``(read_block, bounds, params, k, seed, map_blocks) -> Assignment``.
+        ``(read_block, bounds, params, k, seed, map_blocks, cluster=cluster_section) -> Assignment``.
     normalize_ooc : callable, optional
         Embed stage out of core: ``(Ks, group, params, y, max_memory, client)
         -> (P, scale, info, extra_attrs)`` with ``Ks`` zarr arrays, ``P`` a
@@ -276,7 +276,7 @@ register(Method("binmf", BiNMFParams,
                 "bilinear kernel NMF (paper 001); the linear kernel is never formed", assign=_nmf("binmf_assign"),
                 assign_streamed=_nmf("binmf_assign_streamed")))
 register(Method("kkmeans", KernelKMeansParams, ("affinity", "assign"), "kernel k-means on the affinity",
-                assign=_nmf("kernel_kmeans_assign")))
+                assign=_nmf("kernel_kmeans_assign"), assign_streamed=_nmf("kernel_kmeans_assign_streamed")))
 
 
 @dataclass(frozen=True)

@@ -241,10 +241,31 @@ def test_bilinear_nmf_on_a_stored_kernel_streams_and_equals_memory(tmp_path, mak
     assert gb.attrs["streamed_blocks"] > 1 and "streamed_blocks" not in ga.attrs
     np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(read_matrix(ga, "V"), read_matrix(gb, "V"), rtol=1e-12, atol=1e-14)
-    kk = make_config(p, name="kk.toml")
-    kk.write_text(kk.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["kkmeans"]')
-                  .replace("gamma = 1.0", 'kind = "cosine2"')
-                  .replace('path = "store.zarr"', 'path = "kk.zarr"\nmax_memory = "400KB"'))
-    from bigclust.errors import UserError
-    with pytest.raises(UserError, match="kkmeans has no out-of-core path"):
-        run(kk, out=str(tmp_path / "o_kk"))
+
+
+def test_kernel_kmeans_on_a_stored_kernel_streams_equals_memory_and_distributed(tmp_path, make_config):
+    import distributed
+    X, y = _docs(n=200, d=24)
+    p = tmp_path / "docs.npz"
+    np.savez(p, X=X, y=y)
+    cfg = {}
+    for name, extra in (("mem", ""), ("ooc", '\nmax_memory = "400KB"')):   # K: 320 KB; two copies do not fit
+        cfg[name] = make_config(p, name=f"{name}.toml")
+        cfg[name].write_text(cfg[name].read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["kkmeans"]')
+                             .replace("gamma = 1.0", 'kind = "cosine2"')
+                             .replace("[cluster]", "[kkmeans]\nncw = true\n\n[cluster]")
+                             .replace('path = "store.zarr"', f'path = "{name}.zarr"{extra}'))
+    run(cfg["mem"], out=str(tmp_path / "o_mem"))
+    run(cfg["ooc"], out=str(tmp_path / "o_ooc"))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        run(cfg["ooc"], scheduler=cluster.scheduler_address, out=str(tmp_path / "o_dist"),
+            store=str(tmp_path / "dist.zarr"))
+    a, ga = _final(tmp_path / "mem.zarr", "assign")
+    assert "streamed_blocks" not in ga.attrs and a.shape[0] > 1         # every restart's labels are kept
+    for store in ("ooc.zarr", "dist.zarr"):
+        b, gb = _final(tmp_path / store, "assign")
+        assert gb.attrs["streamed_blocks"] > 1
+        np.testing.assert_array_equal(a, b)
+        assert gb.attrs["best"] == ga.attrs["best"]
+        np.testing.assert_allclose(read_matrix(gb, "inertia"), read_matrix(ga, "inertia"), rtol=1e-12, atol=0)

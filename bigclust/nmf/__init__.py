@@ -16,6 +16,7 @@ bilinear_nmf          concept factorisation on a kernel (dense, CSR kNN, or the 
 ncw_weights           d^(-1/2), d = K 1, of the normalised-cut weighting
 ncw_vectors           rows of X scaled by d^(-1/2) (NCW for k-means on X)
 kernel_kmeans         Lloyd in feature space on a dense kernel, restarts in parallel
+kernel_kmeans_streamed  the same with K read as row blocks, one pass per iteration (out of core)
 
 Every clustering function returns ``labels`` plus its factors, and an
 :class:`NMFInfo` as well with ``return_info=True``.  Kernels live in
@@ -31,8 +32,9 @@ from ..errors import DataError, UserError
 from ._common import (INITS, SOLVERS, NMFConvergenceWarning, NMFInfo, as_data, check_components, check_int,
                       check_tol, draw_seeds, explicit_init, labels_from, nndsvd, normalize_columns,
                       random_factors, warn_not_converged)
+from ._kkmeans import kernel_kmeans_streamed
 
-__all__ = ["NMFConvergenceWarning", "NMFInfo", "bilinear_nmf", "kernel_kmeans", "linear_nmf",
+__all__ = ["NMFConvergenceWarning", "NMFInfo", "bilinear_nmf", "kernel_kmeans", "kernel_kmeans_streamed", "linear_nmf",
            "linear_nmf_streamed", "ncw_vectors", "ncw_weights"]
 
 KERNELS = ("linear", "precomputed")
@@ -456,12 +458,17 @@ def kernel_kmeans(K, n_clusters, *, n_init=10, max_iter=300, init="k-means++", r
     Same steps, stops and empty-cluster rule as :func:`bigclust.kmeans.kmeans`:
     an empty cluster takes the point farthest from its centre (counted, and
     reported by a RuntimeWarning).
+
+    The update is batch (Lloyd): every point is assigned against frozen
+    cluster statistics, then they are rebuilt.  :func:`kernel_kmeans_streamed`
+    runs the same iteration with K read from a store in row blocks (one pass
+    per iteration); it gives the same labels and objectives to rounding.
     """
     import numba
 
     from ..kmeans import _method_code, _warn_empty
     from ..normalize._common import check_dense
-    from . import _numba as kern
+    from . import _kkmeans_numba as kern
 
     if sp.issparse(K):
         raise DataError("kernel k-means needs a dense K (n x n ndarray)")

@@ -38,7 +38,7 @@ def nmf_assign(X, p, k, seed, cl, src):
                       {"U": U, "V": V}, _info_attrs(info))
 
 
-def nmf_assign_streamed(read_block, bounds, p, k, seed, map_blocks):
+def nmf_assign_streamed(read_block, bounds, p, k, seed, map_blocks, cluster=None):
     """Linear NMF with X read from the store in row blocks, one pass per iteration (out of core)."""
     from . import linear_nmf_streamed
     from ._common import UserError
@@ -63,7 +63,7 @@ def binmf_assign(data, p, k, seed, cl, src):
                       {"W": W, "V": V}, _info_attrs(info))
 
 
-def binmf_assign_streamed(read_block, bounds, p, k, seed, map_blocks):
+def binmf_assign_streamed(read_block, bounds, p, k, seed, map_blocks, cluster=None):
     """Bilinear NMF on a dense kernel left in the store: every product streams K's row blocks."""
     from . import bilinear_nmf
     from ._bilinear import StoredKernel
@@ -93,3 +93,14 @@ def kernel_kmeans_assign(K, p, k, seed, cl, src):
                                       return_info=True)
     return Assignment(info.extra["labels_all"], np.asarray(info.objectives, dtype=np.float64), int(info.best),
                       attrs={"n_empty_reseeded": int(info.n_empty_reseeded)})
+
+
+def kernel_kmeans_assign_streamed(read_block, bounds, p, k, seed, map_blocks, cluster=None):
+    """Kernel k-means on a dense kernel left in the store: one pass over K's row blocks per iteration."""
+    from . import kernel_kmeans_streamed
+    labels, obj, info = kernel_kmeans_streamed(read_block, bounds, k, n_init=cluster["n_init"],
+                                               max_iter=cluster["max_iter"], random_state=seed, ncw=p.ncw,
+                                               map_blocks=map_blocks, return_info=True)
+    return Assignment(info.extra["labels_all"], np.asarray(info.objectives, dtype=np.float64), int(info.best),
+                      attrs={"n_empty_reseeded": int(info.n_empty_reseeded), "streamed_blocks": len(bounds) - 1,
+                             "passes": int(info.extra["passes"])})

@@ -1,4 +1,6 @@
-"""Numba kernels of :mod:`bigclust.nmf`: products with X or K, the fused factor updates, kernel k-means.
+"""Numba kernels of :mod:`bigclust.nmf`: products with X or K, the fused factor updates.
+
+Kernel k-means has its own kernels in :mod:`bigclust.nmf._kkmeans_numba`.
 
 Conventions: float64 C-contiguous inputs (the Python
 side converts), preallocated outputs documented IN / OUT / INOUT, no
@@ -14,7 +16,6 @@ import numpy as np
 from numba import prange
 
 from .._jit import njit
-from ..kmeans_numba import METHOD_RANDOM, _d2_draw, _farthest_donor, _next_below, random_distinct
 
 #: denominators below EPS are replaced by EPS (only 0/0 and underflow ever reach it)
 EPS = 1e-300
@@ -297,174 +298,6 @@ def hals_rows(F, A, G, sweeps, delta, gram, cross_old, cross_new):
             sn += _accumulate(F, i, A, g, k)
         cross_old[c] = so
         cross_new[c] = sn
-
-
-# -- kernel k-means ---------------------------------------------------------------------------------
-
-
-@njit
-def _kk_init_one(K, k, state, method, idx):
-    """Seed points of one restart into idx (OUT int64 (k,)): k-means++ in feature space or uniform."""
-    n = K.shape[0]
-    if method == METHOD_RANDOM:
-        random_distinct(state, n, k, idx)
-        return
-    first = _next_below(state, n)
-    idx[0] = first
-    d2 = np.empty(n)
-    for i in range(n):
-        d2[i] = max(K[i, i] + K[first, first] - 2.0 * K[i, first], 0.0)
-    for j in range(1, k):
-        pick = _d2_draw(d2, state)
-        idx[j] = pick
-        for i in range(n):
-            s = max(K[i, i] + K[pick, pick] - 2.0 * K[i, pick], 0.0)
-            if s < d2[i]:
-                d2[i] = s
-
-
-@njit(parallel=True)
-def kk_init(K, k, seeds, method, idx):
-    """Seed points of every restart.  K : IN (n, n).  seeds : IN uint64 (r,).  idx : OUT int64 (r, k)."""
-    for r in prange(seeds.shape[0]):
-        state = np.empty(1, dtype=np.uint64)
-        state[0] = seeds[r]
-        _kk_init_one(K, k, state, method, idx[r])
-
-
-@njit
-def _kk_stats(K, labels, k, F, s, counts):
-    """``F[i, c] = sum_{j in c} K_ij``, ``s[c] = sum_{j, l in c} K_jl``, ``counts[c] = |c|``.  O(n^2)."""
-    n = K.shape[0]
-    counts[:] = 0
-    for j in range(n):
-        counts[labels[j]] += 1
-    for i in range(n):
-        for c in range(k):
-            F[i, c] = 0.0
-        for j in range(n):
-            F[i, labels[j]] += K[i, j]
-    s[:] = 0.0
-    for i in range(n):
-        s[labels[i]] += F[i, labels[i]]
-
-
-@njit
-def _kk_assign(K, F, s, counts, k, i):
-    """Nearest implicit centre of point i: ``K_ii - 2 F_ic / |c| + s_c / |c|^2`` (first on ties)."""
-    best = 0
-    bd = np.inf
-    for c in range(k):
-        m = counts[c]
-        if m == 0:
-            continue
-        d = K[i, i] - 2.0 * F[i, c] / m + s[c] / (m * m)
-        if d < bd:
-            bd = d
-            best = c
-    return best, max(bd, 0.0)
-
-
-@njit
-def _kk_lloyd_one(K, idx, max_iter, labels):
-    """Kernel k-means (Lloyd in feature space) of one restart from the seed points idx (IN (k,)).
-
-    labels : OUT int32 (n,).  Returns ``(objective, n_iter, n_empty)``.  The
-    steps, stops and empty-cluster rule are those of :func:`bigclust.kmeans_numba._lloyd_one`:
-    the centres are the seed points for the first assignment and the means of
-    the clusters afterwards; an empty cluster takes the point farthest from its
-    centre among clusters of two or more points.
-    """
-    n = K.shape[0]
-    k = idx.shape[0]
-    F = np.empty((n, k))
-    s = np.empty(k)
-    counts = np.ones(k, dtype=np.int64)
-    d2 = np.empty(n)
-    for i in range(n):
-        for c in range(k):
-            F[i, c] = K[i, idx[c]]
-        labels[i] = -1
-    for c in range(k):
-        s[c] = K[idx[c], idx[c]]
-    obj = 0.0
-    n_iter = 0
-    n_empty = 0
-    converged = False
-    prev = np.empty(n, dtype=np.int32)
-    fresh = True
-    while n_iter < max_iter:
-        n_iter += 1
-        changed = 0
-        obj = 0.0
-        for i in range(n):
-            prev[i] = labels[i]
-        for i in range(n):
-            best, bd = _kk_assign(K, F, s, counts, k, i)
-            if labels[i] != best:
-                changed += 1
-                labels[i] = best
-            d2[i] = bd
-            obj += bd
-        if changed == 0:
-            converged = True
-            break
-        counts[:] = 0
-        for i in range(n):
-            counts[labels[i]] += 1
-        for c in range(k):
-            if counts[c] > 0:
-                continue
-            far = _farthest_donor(labels, counts, d2)
-            counts[labels[far]] -= 1
-            counts[c] = 1
-            labels[far] = c
-            d2[far] = 0.0
-            n_empty += 1
-        moved = 0
-        for i in range(n):
-            if labels[i] != prev[i]:
-                moved += 1
-        if fresh or 4 * moved > n:
-            _kk_stats(K, labels, k, F, s, counts)   # O(n^2)
-            fresh = False
-        else:
-            # late passes move few points: F's columns change by the moved points' kernel rows only,
-            # O(n * moved) instead of O(n^2) (K symmetric: row j is column j)
-            for j in range(n):
-                a = prev[j]
-                b = labels[j]
-                if a != b:
-                    for i in range(n):
-                        v = K[j, i]
-                        F[i, a] -= v
-                        F[i, b] += v
-            s[:] = 0.0
-            for i in range(n):
-                s[labels[i]] += F[i, labels[i]]
-    if not converged:
-        obj = 0.0
-        for i in range(n):
-            best, bd = _kk_assign(K, F, s, counts, k, i)
-            labels[i] = best
-            obj += bd
-    return obj, n_iter, n_empty
-
-
-@njit(parallel=True)
-def kk_lloyd(K, idx, max_iter, labels, objective, n_iter, n_empty):
-    """Independent kernel k-means runs, in parallel over restarts.
-
-    K : IN (n, n) symmetric.  idx : IN int64 (r, k), seed points per restart.
-    labels : OUT int32 (r, n).  objective : OUT (r,), sum of squared
-    feature-space distances to the centres.  n_iter : OUT int32 (r,).
-    n_empty : OUT int64 (r,), empty clusters re-seeded.
-    """
-    for r in prange(idx.shape[0]):
-        res = _kk_lloyd_one(K, idx[r], max_iter, labels[r])
-        objective[r] = res[0]
-        n_iter[r] = res[1]
-        n_empty[r] = res[2]
 
 
 @njit(parallel=True)
