@@ -180,6 +180,13 @@ labelings = st.integers(1, 40).flatmap(
                         st.lists(st.integers(0, 4), min_size=n, max_size=n)))
 
 
+@pytest.mark.parametrize("pair", [([0] * 6, [0, 0, 0, 1, 1, 2]), ([0] * 6, [0, 0, 0, 0, 1, 2])])
+def test_one_group_against_several_scores_exactly_zero(pair):
+    """Found by Hypothesis: rounded marginals gave the single group an entropy of 1e-16 and NMI 1e-8."""
+    for norm in ("sqrt", "max", "arithmetic"):
+        assert nmi(*pair, norm) == 0.0 and nmi(*pair[::-1], norm) == 0.0
+
+
 @settings(max_examples=60, deadline=None)
 @given(labelings)
 def test_properties(pair):
