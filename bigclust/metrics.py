@@ -132,16 +132,18 @@ def _nmi_from_tables(tables, norm):
     tables = tables.astype(np.float64)
     n = tables.sum(axis=(1, 2))
     p = tables / n[:, None, None]
-    # marginals from the integer counts: a single group is then exactly 1 and its entropy exactly 0
-    # (summing the rounded p_ij gave 1 - 1e-16, an entropy of 1e-16 and NMI = 1e-16 / sqrt(1e-16 H))
-    a = tables.sum(axis=2) / n[:, None]
-    b = tables.sum(axis=1) / n[:, None]
+    a = p.sum(axis=2)
+    b = p.sum(axis=1)
     h_c = -_xlogx_sum(a, axis=1)
     h_k = -_xlogx_sum(b, axis=1)
+    # a single group has entropy exactly 0: its rounded marginal can sum to 1 - 1e-16, an entropy of
+    # 1e-16 that made NMI = 1e-16 / sqrt(1e-16 H) = 1e-8 (only these cases change, to the bit)
+    h_c[np.count_nonzero(tables.sum(axis=2), axis=1) == 1] = 0.0
+    h_k[np.count_nonzero(tables.sum(axis=1), axis=1) == 1] = 0.0
     # MI = sum p_ij log(p_ij / (a_i b_j)) = sum p log p - sum a log a - sum b log b
     mi = _xlogx_sum(p.reshape(p.shape[0], -1), axis=1) + h_c + h_k
-    # rounding can make an independent pair slightly negative, or MI exceed min(H(C), H(K))
-    mi = np.clip(mi, 0.0, np.minimum(h_c, h_k))
+    mi = np.maximum(mi, 0.0)  # rounding can make an independent pair slightly negative
+    mi[np.minimum(h_c, h_k) == 0] = 0.0  # I(C; K) <= min(H(C), H(K))
     if norm == "sqrt":
         den = np.sqrt(h_c * h_k)
     elif norm == "max":
