@@ -37,8 +37,8 @@ def gram_column(D, X, nbr, i, A, G, b):
     k = nbr.shape[1]
     for p in range(k):
         A[p, :] = D[nbr[i, p]]
-    G[:, :] = A @ A.T
-    b[:] = A @ X[i]
+    np.dot(A, A.T, G)          # the same BLAS calls as A @ A.T, A @ X[i], without temporaries
+    np.dot(A, X[i], b)
 
 
 @njit
@@ -89,10 +89,10 @@ def cho_solve(L, rhs, out):
 
 
 @njit
-def spd_inverse_shifted(G, shift, L, Minv, e, col):
+def spd_inverse_shifted(G, shift, L, Minv):
     """``Minv = (G + shift I)^{-1}`` by LAPACK (``np.linalg.inv``: blocked getrf/getri).
 
-    L : scratch (k, k) (holds G + shift I).  e, col : unused scratch (k,).
+    L : scratch (k, k) (holds G + shift I).
     Minv : OUT (k, k), symmetric up to rounding.
     The ADMM applies the inverse every iteration as one mat-vec (summing
     contiguous rows, which vectorises), faster than two triangular solves
@@ -111,7 +111,59 @@ def spd_inverse_shifted(G, shift, L, Minv, e, col):
 
 
 @njit
-def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax, L, Minv, c, z, u, rhs, zprev):
+def sym_matvec(M, rhs, out):
+    """``out = M rhs`` for a symmetric ``M``, summed as ``out = sum_q M[q, :] rhs[q]`` in q order.
+
+    M : IN (k, k) symmetric.  rhs : IN (k,).  out : OUT (k,) (may not alias rhs).
+    The inner loop runs over contiguous rows with independent updates, so it
+    vectorises without fastmath.  Four rows are added per pass (fewer loads and
+    stores of ``out``) with the parentheses of the one-row loop, so every
+    ``out[p]`` is the same left-to-right sum, bit for bit.
+    """
+    k = M.shape[0]
+    for p in range(k):
+        out[p] = 0.0
+    q = 0
+    while q + 4 <= k:
+        r0 = rhs[q]
+        r1 = rhs[q + 1]
+        r2 = rhs[q + 2]
+        r3 = rhs[q + 3]
+        for p in range(k):
+            out[p] = (((out[p] + M[q, p] * r0) + M[q + 1, p] * r1) + M[q + 2, p] * r2) + M[q + 3, p] * r3
+        q += 4
+    while q < k:
+        rq = rhs[q]
+        for p in range(k):
+            out[p] += M[q, p] * rq
+        q += 1
+
+
+@njit
+def cached_inverse(G, shift, L, cache, keys, state):
+    """Index of ``(G + shift I)^{-1}`` in ``cache``, computed only for a shift not seen before.
+
+    G : IN (k, k).  shift : IN float > 0.  L : scratch (k, k).
+    cache : INOUT (S, k, k) inverses.  keys : INOUT (S,) their shifts (NaN = empty slot).
+    state : INOUT (1,) int64, the next slot to overwrite (round robin).
+    Residual balancing doubles and halves rho exactly, so it often returns to a
+    shift it has used before; the inverse of the same matrix by the same LAPACK
+    calls is the same bits, so reusing it changes nothing but the time.
+    """
+    S = keys.shape[0]
+    for s in range(S):
+        if keys[s] == shift:
+            return s
+    s = state[0]
+    state[0] = (s + 1) % S
+    spd_inverse_shifted(G, shift, L, cache[s])
+    keys[s] = shift
+    return s
+
+
+@njit
+def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax, L, cache, keys, state, c, z, u,
+             rhs, zprev, tr):
     """ADMM for ``min_c 1/2 ||x - A c||^2 + ridge/2 ||c||^2 + sum_p thr[p] |c_p|`` (one column).
 
     Splitting c = z (Boyd et al. 2011, section 6.4, with the unscaled dual u):
@@ -128,11 +180,15 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax,
     and ``sqrt(k) eps_abs + eps_rel * ||u||`` respectively (Boyd, 3.3.1).
     With ``adaptive`` the penalty follows residual balancing (Boyd 3.4.1,
     mu = 10, tau = 2), checked every 10 iterations; the factorisation (held as
-    the inverse ``Minv`` of G + (ridge + rho) I, by LAPACK) is cached and
-    recomputed only when rho changes (u is unscaled, so it needs no rescaling).
+    the inverse of G + (ridge + rho) I, by LAPACK) is cached per value of rho
+    (:func:`cached_inverse`: balancing often goes back to a rho it left) and u
+    is unscaled, so it needs no rescaling.
 
-    G : IN (k, k).  b : IN (k,).  thr : IN (k,) >= 0.  L, Minv : scratch (k, k).
-    c, u, rhs, zprev : scratch (k,).  z : OUT (k,), the (exactly sparse) solution.
+    G : IN (k, k).  b : IN (k,).  thr : IN (k,) >= 0.  L : scratch (k, k).
+    cache, keys, state : scratch of :func:`cached_inverse` (S, k, k), (S,), (1,);
+    the caller empties ``keys`` (NaN) for every new G.
+    c, u, rhs, zprev, tr : scratch (k,) (tr = thr / rho, divided once per value of rho).
+    z : OUT (k,), the (exactly sparse) solution.
     Returns (iterations, converged).
     """
     k = G.shape[0]
@@ -140,7 +196,8 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax,
         c[p] = 0.0
         z[p] = 0.0
         u[p] = 0.0
-    spd_inverse_shifted(G, ridge + rho, L, Minv, rhs, zprev)
+        tr[p] = thr[p] / rho
+    Minv = cache[cached_inverse(G, ridge + rho, L, cache, keys, state)]
     sk = np.sqrt(k)
     it = 0
     converged = False
@@ -149,14 +206,7 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax,
         for p in range(k):
             rhs[p] = b[p] + rho * z[p] - u[p]
             zprev[p] = z[p]
-        # c = Minv rhs as a sum of rows of the symmetric Minv: the inner loop
-        # has independent, contiguous updates and vectorises without fastmath
-        for p in range(k):
-            c[p] = 0.0
-        for q in range(k):
-            rq = rhs[q]
-            for p in range(k):
-                c[p] += Minv[q, p] * rq
+        sym_matvec(Minv, rhs, c)
         r2 = 0.0
         s2 = 0.0
         cn = 0.0
@@ -165,7 +215,7 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax,
         for p in range(k):
             ch = relax * c[p] + (1.0 - relax) * zprev[p]
             v = ch + u[p] / rho
-            t = thr[p] / rho
+            t = tr[p]
             if v > t:
                 zp = v - t
             elif v < -t:
@@ -191,17 +241,28 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax,
         if adaptive and it % 10 == 0:
             if r > 10.0 * s:
                 rho *= 2.0
-                spd_inverse_shifted(G, ridge + rho, L, Minv, rhs, zprev)
+                Minv = cache[cached_inverse(G, ridge + rho, L, cache, keys, state)]
+                for p in range(k):
+                    tr[p] = thr[p] / rho
             elif s > 10.0 * r:
                 rho *= 0.5
-                spd_inverse_shifted(G, ridge + rho, L, Minv, rhs, zprev)
+                Minv = cache[cached_inverse(G, ridge + rho, L, cache, keys, state)]
+                for p in range(k):
+                    tr[p] = thr[p] / rho
     return it, converged
+
+
+#: columns per task of the ``prange`` loops: the scratch is allocated once per block
+#: (not per column) and 64 columns still leave many blocks per thread to balance
+COLUMN_BLOCK = 64
+#: inverses of G + (ridge + rho) I kept per column (one per value of rho)
+INVERSE_SLOTS = 4
 
 
 @njit(parallel=True)
 def admm_columns(D, X, nbr, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax, out_c, out_iter,
                  out_conv):
-    """Per-column weighted-l1 ADMM over all columns (``prange``).
+    """Per-column weighted-l1 ADMM over all columns (``prange`` over blocks of columns).
 
     D : IN (N, d) atoms.  X : IN (n, d) samples.  nbr : IN (n, k) atom indices.
     thr : IN (n, k) thresholds (``lam`` for SSC, ``lam + gamma * Theta`` for AkS-SSC).
@@ -209,26 +270,35 @@ def admm_columns(D, X, nbr, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptiv
     relax : IN float in (0, 2), over-relaxation (1 = plain ADMM).
     out_c : OUT (n, k) coefficients on the support.  out_iter : OUT (n,) int64.
     out_conv : OUT (n,) bool.
+    Every column is computed alone from its own inputs: the results do not
+    depend on the blocks, the threads or the number of columns per call.
     """
     n, k = nbr.shape
-    for i in prange(n):
+    n_blocks = (n + COLUMN_BLOCK - 1) // COLUMN_BLOCK
+    for blk in prange(n_blocks):
         A = np.empty((k, D.shape[1]))
         G = np.empty((k, k))
         L = np.empty((k, k))
-        Minv = np.empty((k, k))
+        cache = np.empty((INVERSE_SLOTS, k, k))
+        keys = np.empty(INVERSE_SLOTS)
+        state = np.zeros(1, dtype=np.int64)
         b = np.empty(k)
         c = np.empty(k)
         z = np.empty(k)
         u = np.empty(k)
         rhs = np.empty(k)
         zprev = np.empty(k)
-        gram_column(D, X, nbr, i, A, G, b)
-        its, ok = admm_one(G, b, thr[i], ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax, L, Minv, c, z,
-                           u, rhs, zprev)
-        for p in range(k):
-            out_c[i, p] = z[p]
-        out_iter[i] = its
-        out_conv[i] = ok
+        tr = np.empty(k)
+        for i in range(blk * COLUMN_BLOCK, min(n, (blk + 1) * COLUMN_BLOCK)):
+            gram_column(D, X, nbr, i, A, G, b)
+            keys[:] = np.nan
+            state[0] = 0
+            its, ok = admm_one(G, b, thr[i], ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax, L, cache,
+                               keys, state, c, z, u, rhs, zprev, tr)
+            for p in range(k):
+                out_c[i, p] = z[p]
+            out_iter[i] = its
+            out_conv[i] = ok
 
 
 @njit(parallel=True)
