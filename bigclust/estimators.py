@@ -473,6 +473,14 @@ class SubspaceClustering(_PipelineEstimator):
     gamma : float, default=0.1
         AkS-SC: coupling of the coefficients and the labels.
     n_interpolate : int, default=720
+    features : {"pixels", "scattering"}, default="pixels"
+        "scattering": kymatio's ``Scattering2D(J=3, L=8)`` of every image and augmented copy (zero-padded
+        to a multiple of 8 pixels; the paper's MNIST features, extra ``bigclust[scattering]``).
+    pca : int, default=0
+        > 0: PCA to ``pca`` components of the features, after augmentation (the paper: scattering, then 100).
+    image : {None, "mnist", "coil20"}, default=None
+        The images' layout for ``features="scattering"`` (28x28 row-major, 32x32 column-major); None: the
+        ``augment`` preset's.
     n_init : int, default=10
         k-means restarts on the embedding.
     random_state : int, RandomState or None
@@ -490,7 +498,8 @@ class SubspaceClustering(_PipelineEstimator):
     """
 
     def __init__(self, n_clusters=8, *, regularizer="l1", n_neighbors=10, augment=None, lam=0.0, alpha=20.0,
-                 gamma=0.1, n_interpolate=720, n_init=10, random_state=None, max_memory="4GB", scheduler=None):
+                 gamma=0.1, n_interpolate=720, features="pixels", pca=0, image=None, n_init=10, random_state=None,
+                 max_memory="4GB", scheduler=None):
         self.n_clusters = n_clusters
         self.regularizer = regularizer
         self.n_neighbors = n_neighbors
@@ -499,6 +508,9 @@ class SubspaceClustering(_PipelineEstimator):
         self.alpha = alpha
         self.gamma = gamma
         self.n_interpolate = n_interpolate
+        self.features = features
+        self.pca = pca
+        self.image = image
         self.n_init = n_init
         self.random_state = random_state
         self.max_memory = max_memory
@@ -520,7 +532,8 @@ class SubspaceClustering(_PipelineEstimator):
                "aksc": {"regularizer": self.regularizer, "n_neighbors": self.n_neighbors,
                         "augment": "none" if self.augment is None else self.augment, "lam": float(self.lam),
                         "alpha": float(self.alpha), "gamma": float(self.gamma),
-                        "n_interpolate": self.n_interpolate, "semi_supervised": ys is not None},
+                        "n_interpolate": self.n_interpolate, "semi_supervised": ys is not None,
+                        "features": self.features, "pca": self.pca, "image": self.image or "auto"},
                "cluster": {"n_clusters": k, "n_init": self.n_init, "seed": _seed(self.random_state),
                            "algorithm": "lloyd"},
                "store": {"path": "<temporary>", "max_memory": self.max_memory},

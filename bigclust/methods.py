@@ -31,12 +31,22 @@ from .errors import ConfigError, UserError
 
 
 def param(default, type_=None, *, check: Callable[[Any], bool] | None = None, expect: str = "",
-          choices: tuple | None = None, sweep: bool = True):
-    """A dataclass field that is also a config key (see :class:`bigclust.config.Key`)."""
+          choices: tuple | None = None, sweep: bool = True, added: bool = False):
+    """A dataclass field that is also a config key (see :class:`bigclust.config.Key`).
+
+    ``added=True`` marks a key added after stores and output folders were made with the method: at its
+    default it is left out of the config hash and of the stage keys (:func:`params_dict`), so those stay valid.
+    """
     if choices is not None:
         check, expect = (lambda v: v in choices), "one of " + ", ".join(map(repr, choices))
     t = type_ or type(default)
-    return field(default=default, metadata={"key": Key(t, default, check, expect, sweep)})
+    return field(default=default, metadata={"key": Key(t, default, check, expect, sweep, added=added)})
+
+
+def params_dict(params) -> dict:
+    """A method's parameters as the stages hash and receive them: ``added`` keys only off their default."""
+    return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)
+            if not (f.metadata["key"].added and getattr(params, f.name) == f.default)}
 
 
 def positive(default, type_=None):
@@ -293,6 +303,11 @@ class SubspaceParams:
     alpha: float = positive(20.0, float)
     svt: str = param("exact", choices=("exact", "gram", "randomized"))  # LRR's singular value thresholding
     pca: int = nonnegative(0, int)            # > 0: PCA features computed after augmentation (originals + copies)
+    # "scattering": kymatio's Scattering2D(J=3, L=8) of every original and augmented image, channels normalised,
+    # PCA not centred ([50]'s recipe, the paper's MNIST features; extra bigclust[scattering]); image: the layout,
+    # "auto" = the augment preset's
+    features: str = param("pixels", choices=("pixels", "scattering"), added=True)
+    image: str = param("auto", choices=("auto", "mnist", "coil20"), added=True)
     # AkS-SC (semi-supervised, labels = argmax F of label propagation): the data's labels, -1 = unlabelled;
     # labelled_per_class > 0 keeps a seeded draw of that many labelled samples per class (the rest -1)
     semi_supervised: bool = param(False)
@@ -303,6 +318,9 @@ class SubspaceParams:
 
 def _aksc_chain(p, point):
     """Ak-SC: W, Ncut embedding, k-means; AkS-SC: one stage that labels the samples itself."""
+    if p.features == "scattering" and p.image == "auto" and p.augment in ("none", "interpolate"):
+        raise UserError('[aksc] features = "scattering" needs the image layout: set image = "mnist" or "coil20" '
+                        "(or augment to an image preset)")
     if not p.semi_supervised:
         if p.labelled_per_class or p.augment == "interpolate":
             raise UserError("[aksc] labelled_per_class and augment = \"interpolate\" need semi_supervised = true")

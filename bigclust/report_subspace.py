@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import UserError
+
 REG = {"l1": "SSC", "l2": "LSR", "nuclear": "LRR"}
 
 
@@ -66,7 +68,7 @@ def _k_setting(r) -> tuple[str, ...]:
 
 def ours_by_cell(result_files):
     """``{(dataset, setting, method): {"err": (mean, std, n), "nmi": (mean, std, n)}}`` over the trials."""
-    trials = {}
+    trials, features = {}, {}
     for path in result_files:
         for r in json.loads(Path(path).read_text()):
             named = record_name(r)
@@ -75,6 +77,11 @@ def ours_by_cell(result_files):
             setting, method = named
             setting = setting or _digits(r)
             ds = "mnist-test" if _digits(r) else r["dataset"]
+            # the trials of one cell are averaged: never pixels with scattering features ([aksc] features)
+            f = features.setdefault((ds, setting, method), r["params"].get("features", "pixels"))
+            if f != r["params"].get("features", "pixels"):
+                raise UserError(f"{path}: {method} {setting or ds} has trials with features {f!r} and "
+                                f"{r['params'].get('features', 'pixels')!r}; compare them in separate reports")
             for cell in (setting, *_k_setting(r)):
                 t = trials.setdefault((ds, cell, method), {"err": [], "nmi": []})
                 t["err"].append(100.0 * (1.0 - r["acc_best_inertia"]))

@@ -31,6 +31,7 @@ import scipy.sparse as sp
 
 from .config import stable_hash
 from .errors import UserError
+from .methods import params_dict
 from .store import Store, is_sparse, read_matrix, write_csr, write_dense
 from .stages_data import ingest, open_source, preprocess, subset  # noqa: F401  (stages of the data, re-exported)
 
@@ -446,7 +447,7 @@ def _build_embed(ctx: Context, src, inputs):
     if not in_memory and ctx.method.normalize_ooc is None:
         raise UserError(f"{ctx.cfg.path}: {ctx.method.name} has no out-of-core path and its n={n} dense kernel "
                         "does not fit [store] max_memory; raise max_memory or use [affinity] kind = \"knn\"")
-    return [EmbedParams(inputs=tuple(inputs), src=src, method=ctx.method.name, method_params=dataclasses.asdict(ctx.params),
+    return [EmbedParams(inputs=tuple(inputs), src=src, method=ctx.method.name, method_params=params_dict(ctx.params),
                         k=ncomp, eigensolver=emb["eigensolver"], in_memory=in_memory,
                         seed=ctx.point["cluster"]["seed"], max_memory=ctx.cfg.max_memory)]
 
@@ -467,7 +468,7 @@ def _build_subspace(ctx: Context, src, inputs):
     # the trials of kNN-* and full SC share one W and differ only in their k-means starts
     seed = ctx.point["cluster"]["seed"] if ctx.params.augment != "none" else 0
     return [SubspaceParams(input=key, src=src, method=ctx.method.name,
-                           method_params=dataclasses.asdict(ctx.params), seed=seed)]
+                           method_params=params_dict(ctx.params), seed=seed)]
 
 
 def _build_assign(ctx: Context, src, inputs):
@@ -490,7 +491,7 @@ def _build_assign(ctx: Context, src, inputs):
         n, m, row_bytes = stored_shape(node)
         plan = nmf_plan(n, row_bytes, m, ctx.k, getattr(ctx.params, "n_init", 1), budget)
         stream = None if plan.in_memory else plan.bounds
-    return [AssignParams(input=key, src=src, method=ctx.method.name, method_params=dataclasses.asdict(ctx.params),
+    return [AssignParams(input=key, src=src, method=ctx.method.name, method_params=params_dict(ctx.params),
                          k=ctx.k, cluster={"n_init": cl["n_init"], "max_iter": cl["max_iter"]}, seed=cl["seed"],
                          stream=stream)]
 

@@ -73,3 +73,19 @@ def test_compare_sensitivity_tables_name_cells_by_k_and_augmentation(tmp_path):
     assert rows[("6", "k=0 aug=none", "SSC")]["ours"] == ""
     mn = rows[("7", "digits=0:9 k=100 aug=mnist", "Ak-SSC")]
     assert np.isclose(float(mn["ours"]), 10.0) and mn["n_trials"] == "1"
+
+
+def test_compare_refuses_to_average_pixels_with_scattering(tmp_path):
+    import pytest
+
+    from bigclust.errors import UserError
+    pix = _rec("l1", 10, "mnist", 0.7, 0.7, dataset="mnist-test-500-0-9")              # no key: pixels
+    scat = _rec("l1", 10, "mnist", 0.9, 0.8, dataset="mnist-test-500-0-9", features="scattering")
+    paper = tmp_path / "paper.csv"
+    paper.write_text("table,dataset,setting,method,metric,value,std,note\n2,mnist-test,digits=0:9,Ak-SSC,err,8.40,,\n")
+    for i, recs in enumerate(([pix], [scat])):
+        (tmp_path / f"r{i}.json").write_text(json.dumps(recs))
+    for files in ([tmp_path / "r0.json"], [tmp_path / "r1.json"]):
+        compare(files, paper)                                        # each alone is fine
+    with pytest.raises(UserError, match="features 'pixels' and 'scattering'"):
+        compare([tmp_path / "r0.json", tmp_path / "r1.json"], paper)

@@ -11,6 +11,7 @@ Public API
 ----------
 augment_images, augment_chunks, interpolate, PRESETS  -- :mod:`.augment`
 build_dictionary, knn_dictionary, Dictionary          -- :mod:`.dictionary`
+scattering_features, image_features (kymatio extra)   -- :mod:`.features`
 self_expression, ssc_lambda                           -- :mod:`.selfexpr` (LRR in :mod:`.lrr`)
 fold_back, affinity                                   -- :mod:`.fold`
 aks_sc, propagate_labels                              -- :mod:`.semi`
@@ -28,14 +29,15 @@ import scipy.sparse as sp
 from ..errors import DataError, UserError
 from .augment import PRESETS, augment_chunks, augment_images, interpolate
 from .dictionary import Dictionary, build_dictionary, knn_dictionary
+from .features import image_features, scattering_features
 from .fold import affinity, fold_back
 from .selfexpr import ConvergenceWarning, self_expression, ssc_lambda
 from .semi import aks_sc, propagate_labels
 
-__all__ = ["PRESETS", "ConvergenceWarning", "Dictionary", "affinity", "aks_sc", "augment", "augment_chunks",
-           "augment_images", "build_dictionary", "features_after_augmentation", "fold_back", "interpolate",
-           "knn_dictionary", "propagate_labels", "self_expression", "ssc_lambda", "subspace_affinity",
-           "subspace_clustering"]
+__all__ = ["ConvergenceWarning", "Dictionary", "PRESETS", "affinity", "aks_sc", "augment", "augment_chunks",
+           "augment_images", "build_dictionary", "features_after_augmentation", "fold_back", "image_features",
+           "image_layout", "interpolate", "knn_dictionary", "propagate_labels", "scattering_features",
+           "self_expression", "ssc_lambda", "subspace_affinity", "subspace_clustering"]
 
 
 def augment(X, augment="coil20", *, image_shape=None, order=None, random_state=None):
@@ -80,8 +82,16 @@ def _augment_options(augment, image_shape, order):
     return opts
 
 
+def image_layout(augment, image_shape=None, order=None):
+    """``(image_shape, order)``: the arguments, else the augmentation preset's (``(None, "C")`` when neither)."""
+    base = PRESETS.get(augment, {}) if isinstance(augment, str) else (augment if isinstance(augment, dict) else {})
+    return (image_shape if image_shape is not None else base.get("image_shape"),
+            order if order is not None else base.get("order", "C"))
+
+
 def subspace_affinity(X, *, regularizer="l1", n_neighbors=10, augment=None, image_shape=None, order=None,
-                      lam=None, random_state=None, knn_method="auto", pca=0, return_info=False, **solver_options):
+                      lam=None, random_state=None, knn_method="auto", pca=0, features="pixels", return_info=False,
+                      **solver_options):
     """Ak-SC affinity: augment -> dictionary -> coefficients -> fold back -> W.
 
     Parameters
@@ -107,6 +117,12 @@ def subspace_affinity(X, *, regularizer="l1", n_neighbors=10, augment=None, imag
         ``pca`` principal components, computed AFTER augmentation (the paper
         augments images, then computes features), fitted on the originals and
         their augmented copies together (:func:`features_after_augmentation`).
+    features : {"pixels", "scattering"}
+        "scattering": the paper's MNIST features, ``Scattering2D(J=3, L=8)``
+        of every original and augmented image (zero-padded to a multiple of
+        8 pixels, 3472 features for 28x28) before ``pca``; needs the optional
+        extra kymatio (:mod:`.features`) and the image layout (``image_shape``
+        / ``order``, or the ``augment`` preset's).
     **solver_options
         Passed to :func:`self_expression` (alpha, rho, eps_abs, eps_rel, max_iter, LRR options).
 
@@ -121,8 +137,8 @@ def subspace_affinity(X, *, regularizer="l1", n_neighbors=10, augment=None, imag
     else:
         X_aug, origin = augment_images(X, random_state=random_state,
                                        **_augment_options(augment, image_shape, order))
-    if pca:
-        X, X_aug = features_after_augmentation(X, X_aug, pca)
+    shape, order_ = image_layout(augment, image_shape, order)
+    X, X_aug = image_features(X, X_aug, features, image_shape=shape, order=order_, pca=pca)
     D = build_dictionary(X, X_aug, origin)
     seed = random_state if isinstance(random_state, (int, np.integer)) else 0
     nb = None if n_neighbors is None else knn_dictionary(D, n_neighbors, method=knn_method, random_state=seed)
@@ -148,7 +164,7 @@ def features_after_augmentation(X, X_aug, n_components):
 
 def subspace_clustering(X, n_clusters, *, regularizer="l1", n_neighbors=10, augment=None, image_shape=None,
                         order=None, lam=None, n_init=100, random_state=None, knn_method="auto", pca=0,
-                        return_info=False, **solver_options):
+                        features="pixels", return_info=False, **solver_options):
     """Ak-SC (or kNN-SC / full SC without augmentation) end to end.
 
     ``W`` from :func:`subspace_affinity`, Ncut normalisation
@@ -175,7 +191,8 @@ def subspace_clustering(X, n_clusters, *, regularizer="l1", n_neighbors=10, augm
         aug_seed, km_seed = (int(s) for s in check_random_state(random_state).randint(0, 2**31 - 1, size=2))
     W, info = subspace_affinity(X, regularizer=regularizer, n_neighbors=n_neighbors, augment=augment,
                                 image_shape=image_shape, order=order, lam=lam, random_state=aug_seed,
-                                knn_method=knn_method, pca=pca, return_info=True, **solver_options)
+                                knn_method=knn_method, pca=pca, features=features, return_info=True,
+                                **solver_options)
     n = W.shape[0]
     if not 2 <= int(n_clusters) < n:
         raise UserError(f"n_clusters={n_clusters} must be between 2 and n-1={n - 1}")

@@ -15,7 +15,23 @@ def affinity(X, p, seed):
         opts["svt_method"] = p.svt
     return subspace_affinity(np.asarray(X), regularizer=p.regularizer, n_neighbors=p.n_neighbors or None,
                              augment=None if p.augment == "none" else p.augment, lam=p.lam or None,
-                             random_state=seed, pca=p.pca, **opts)
+                             random_state=seed, pca=p.pca, features=p.features, **_layout(p), **opts)
+
+
+def _layout(p):
+    """``image_shape`` / ``order`` of ``[aksc] image`` (None: the augmentation preset's)."""
+    from .augment import PRESETS
+    if p.image == "auto":
+        return {"image_shape": None, "order": None}
+    return {"image_shape": PRESETS[p.image]["image_shape"], "order": PRESETS[p.image]["order"]}
+
+
+def features_of(X, X_aug, p):
+    """``[aksc] features`` (pixels or scattering) then ``pca`` of the samples and their augmented copies."""
+    from . import image_features, image_layout
+    lay = _layout(p)
+    shape, order = image_layout(p.augment, lay["image_shape"], lay["order"])   # "none" / "interpolate": no preset
+    return image_features(X, X_aug, p.features, image_shape=shape, order=order, pca=p.pca)
 
 
 def ncut_memory(W, p, y):

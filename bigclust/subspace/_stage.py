@@ -16,13 +16,13 @@ Imported by the aksc chain on first use, which registers the stage.
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import DataError
+from ..methods import params_dict
 from ..stages import STAGES, StageDef, _fmt, register_stage
 from ..store import Store, read_matrix, write_csr, write_dense
 
@@ -73,6 +73,7 @@ def semi_fit(X, y_known, p, n_classes, seed):
     variants).  Returns ``(labels, info)`` of :func:`bigclust.subspace.aks_sc`.
     """
     from . import _augment_options, aks_sc, augment_images, interpolate
+    from ._hooks import features_of
     from .semi import check_semi_labels
 
     X = np.asarray(X, dtype=np.float64)
@@ -83,9 +84,7 @@ def semi_fit(X, y_known, p, n_classes, seed):
         X_aug, origin, _ = interpolate(X, y_known, p.n_interpolate, n_mix=2, weights="uniform", random_state=seed)
     else:
         X_aug, origin = augment_images(X, random_state=seed, **_augment_options(p.augment, None, None))
-    if p.pca:
-        from . import features_after_augmentation
-        X, X_aug = features_after_augmentation(X, X_aug, p.pca)
+    X, X_aug = features_of(X, X_aug, p)
     opts = {"svt_method": p.svt} if p.regularizer == "nuclear" else {}
     return aks_sc(X, y_known, X_aug=X_aug, origin=origin, regularizer=p.regularizer, n_neighbors=p.n_neighbors,
                   lam=p.lam or None, alpha=p.alpha, gamma=p.gamma, n_classes=n_classes, random_state=seed,
@@ -131,7 +130,7 @@ def _build(ctx, src, inputs):
     else:  # the preprocess group records the ingest key it was made from
         lab_src, lab_key = "ingest", ctx.store.open(src, key).attrs["params"]["input"]
     return [SemiParams(input=key, src=src, labels=lab_key, labels_src=lab_src, method=ctx.method.name,
-                       method_params=dataclasses.asdict(ctx.params), k=ctx.k, seed=ctx.point["cluster"]["seed"])]
+                       method_params=params_dict(ctx.params), k=ctx.k, seed=ctx.point["cluster"]["seed"])]
 
 
 if "semisup" not in STAGES:
