@@ -56,7 +56,7 @@ def l2_normalize(X, *, copy=True, row_offset=0):
 
 
 def _row_chunks(X, chunk_rows):
-    """Row chunks of an ndarray / sparse matrix (anything row-sliceable) as ``(start, chunk)``; Dask arrays by their own chunks."""
+    """Row chunks of an ndarray, sparse matrix or row-sliceable object as ``(start, chunk)``; Dask: None."""
     if hasattr(X, "to_delayed"):
         return None
     # a generator: one chunk alive at a time (the input may be rows read on demand from zarr)
