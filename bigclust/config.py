@@ -103,6 +103,16 @@ SCHEMA: dict[str, dict[str, Key]] = {
         # checked against the registry in from_dict; each method's own parameters are in its section
         "names": Key(list, ["kmeans", "ra", "ncut", "sk", "bbs"], sweep=False),
     },
+    # the aksc method's subspace stage at scale (bigclust.subspace.scale); keys added later
+    "subspace": {
+        # > 0: augmentation and features streamed into zarr, the coefficient columns in resumable chunks of this
+        # many columns (Dask tasks; on the cluster with --scheduler); 0: one in-memory call
+        "chunk_cols": _nonneg(int, 0, sweep=False, added=True),
+        "augment_chunk_rows": _pos(int, 1000, sweep=False, added=True),   # source images per augmentation chunk
+        # the dictionary kNN: "auto" = exact up to 20000 originals, NN-descent above
+        "knn": Key(str, "auto", lambda v: v in ("auto", "exact", "pynndescent"),
+                   "one of 'auto', 'exact', 'pynndescent'", sweep=False, added=True),
+    },
     "embed": {
         "n_components": Key(int, 0, lambda v: v == 0 or v >= 1, "0 (= number of clusters) or >= 1"),
         "eigensolver": _choice("auto", "eigh", "eigsh", "lobpcg", "amg"),
@@ -199,10 +209,12 @@ class Config:
         they existed is still recognised as this config's.
         """
         full = schema()
-        return stable_hash({sec: {k: v for k, v in keys.items()
-                                  if not (sec in full and k in full[sec] and full[sec][k].added
-                                          and v == full[sec][k].default)}
-                            for sec, keys in self.sections.items()})
+        kept = {sec: {k: v for k, v in keys.items()
+                      if not (sec in full and k in full[sec] and full[sec][k].added and v == full[sec][k].default)}
+                for sec, keys in self.sections.items()}
+        # a section whose keys were all added later (e.g. [subspace]) is left out while at its defaults
+        return stable_hash({sec: keys for sec, keys in kept.items()
+                            if keys or not (sec in full and all(k.added for k in full[sec].values()))})
 
     @property
     def max_memory(self) -> int:

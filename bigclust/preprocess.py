@@ -56,10 +56,11 @@ def l2_normalize(X, *, copy=True, row_offset=0):
 
 
 def _row_chunks(X, chunk_rows):
-    """Row chunks of an ndarray / sparse matrix as ``(start, chunk)``; Dask arrays by their own chunks."""
+    """Row chunks of an ndarray, sparse matrix or row-sliceable object as ``(start, chunk)``; Dask: None."""
     if hasattr(X, "to_delayed"):
         return None
-    return [(r0, X[r0:r0 + chunk_rows]) for r0 in range(0, X.shape[0], chunk_rows)]
+    # a generator: one chunk alive at a time (the input may be rows read on demand from zarr)
+    return ((r0, X[r0:r0 + chunk_rows]) for r0 in range(0, X.shape[0], chunk_rows))
 
 
 def _pass(X, fn, chunk_rows, *args):

@@ -105,6 +105,11 @@ class SubspaceParams:
     method: str
     method_params: dict
     seed: int
+    # [subspace]: > 0 runs the streamed, resumable path (bigclust.subspace.scale) with this many columns per
+    # coefficient chunk; the coefficients do not depend on it.  knn: the dictionary's search (None = "auto")
+    chunk_cols: int = field(default=0, metadata=RUNTIME)
+    augment_chunk_rows: int = field(default=0, metadata=RUNTIME)
+    knn: str | None = field(default=None, metadata=ADDED)
 
 
 @dataclass(frozen=True)
@@ -323,15 +328,20 @@ def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, y, **ex
 # -- subspace: self-expressive affinities (paper 002) ------------------------------------------
 
 
-def subspace(store_path, key, attrs, p: SubspaceParams, **_):
+def subspace(store_path, key, attrs, p: SubspaceParams, *, client=None, **_):
     """The subspace family's affinity W (sparse) from the documents / images X, as the stage's K."""
     from .subspace._hooks import affinity as subspace_affinity
+
+    if p.chunk_cols:  # streamed through zarr, coefficient chunks as resumable tasks (bigclust.subspace.scale)
+        from .subspace.scale import subspace_chunked
+        return subspace_chunked(store_path, key, attrs, p, client=client)
 
     store = Store(store_path)
     X = read_matrix(store.open(p.src, p.input), "X")
     from . import methods
     m = methods.get(p.method)
-    W = subspace_affinity(X.toarray() if sp.issparse(X) else X, m.make(p.method_params), p.seed)
+    W = subspace_affinity(X.toarray() if sp.issparse(X) else X, m.make(p.method_params), p.seed,
+                          knn_method=p.knn or "auto")
     with store.write("subspace", key, attrs) as g:
         write_csr(g, "K", W)
         g.attrs["nnz"] = int(W.nnz)
@@ -467,8 +477,11 @@ def _build_subspace(ctx: Context, src, inputs):
     # without augmentation W does not depend on the trial's seed (exact kNN; NN-descent seeded with 0):
     # the trials of kNN-* and full SC share one W and differ only in their k-means starts
     seed = ctx.point["cluster"]["seed"] if ctx.params.augment != "none" else 0
+    sc = ctx.point.get("subspace", {})
     return [SubspaceParams(input=key, src=src, method=ctx.method.name,
-                           method_params=params_dict(ctx.params), seed=seed)]
+                           method_params=params_dict(ctx.params), seed=seed,
+                           chunk_cols=sc.get("chunk_cols", 0), augment_chunk_rows=sc.get("augment_chunk_rows", 1000),
+                           knn=None if sc.get("knn", "auto") == "auto" else sc["knn"])]
 
 
 def _build_assign(ctx: Context, src, inputs):
@@ -528,7 +541,8 @@ register_stage(StageDef("assign", _build_assign, assign, "labels",
                         report=("n_iter", "converged"),
                         describe=lambda p: f"{_fmt(p.method_params)} k={p.k}"
                                            + (f" (streamed, {len(p.stream) - 1} blocks)" if p.stream else "")))
-register_stage(StageDef("subspace", _build_subspace, subspace, "K", where=lambda p: "task",
+register_stage(StageDef("subspace", _build_subspace, subspace, "K", where=lambda p: "here" if p.chunk_cols else "task",
+                        report=("coef_chunks", "augment_seconds", "features_seconds", "knn_seconds", "coef_seconds"),
                         describe=lambda p: _fmt(p.method_params)))
 # the rows of a few classes, for the subset protocol (built by the runner, not chained by methods)
 register_stage(StageDef("subset", None, subset, "X", describe=lambda p: f"classes={list(p.classes)}"))

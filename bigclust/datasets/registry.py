@@ -62,6 +62,7 @@ _TABLE = [
     _s("mnist-6000",  6000,   784, 10, "idx",     _MNIST_TRAIN,  "6000 MNIST training images drawn at random, seed 20100101 (paper 000)", classes=_DIGITS, sample=(6000, 60000)),
     _s("mnist-0-4",   30596,  784, 5,  "idx",     _MNIST_TRAIN,  "MNIST training images of digits 0-4", classes=_DIGITS, keep="01234"),
     _s("mnist-6000-0-4", 3064, 784, 5, "idx",     _MNIST_TRAIN,  "digits 0-4 of mnist-6000 (paper 000's MNIST (0-4), 3031 there)", classes=_DIGITS, sample=(6000, 60000), keep="01234"),
+    _s("mnist-test",  10000,  784, 10, "idx",     _MNIST_TEST,   "the 10000 MNIST test images", classes=_DIGITS),
     _s("mnist-test-500", 500, 784, 10, "idx",     _MNIST_TEST,   "first 50 MNIST test images of each digit (paper 002, raw pixels)", classes=_DIGITS, first_per_class=50),
     _s("coil20",      1440,  1024, 20, "mat",     ("coil20/COIL20.mat",), "COIL-20 objects, 72 poses each, 32x32 (paper 002)", classes=tuple(map(str, range(1, 21)))),
     _s("letter",      20000,  16,  26, "csv",     _LETTER,       "UCI letter recognition, all 26 letters", **_LET),

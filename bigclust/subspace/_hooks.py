@@ -7,7 +7,7 @@ import numpy as np
 import scipy.sparse as sp
 
 
-def affinity(X, p, seed):
+def affinity(X, p, seed, knn_method="auto"):
     """``W = |C̄| + |C̄|ᵀ`` of Ak-SC (kNN-SC without augmentation, full SC with ``n_neighbors = 0``)."""
     from . import subspace_affinity
     opts = {} if p.lam else {"alpha": p.alpha}
@@ -15,7 +15,8 @@ def affinity(X, p, seed):
         opts["svt_method"] = p.svt
     return subspace_affinity(np.asarray(X), regularizer=p.regularizer, n_neighbors=p.n_neighbors or None,
                              augment=None if p.augment == "none" else p.augment, lam=p.lam or None,
-                             random_state=seed, pca=p.pca, features=p.features, **_layout(p), **opts)
+                             random_state=seed, pca=p.pca, features=p.features, knn_method=knn_method,
+                             **_layout(p), **opts)
 
 
 def _layout(p):
