@@ -42,22 +42,19 @@ def machine() -> dict:
             "load_avg_1min": round(os.getloadavg()[0], 2)}
 
 
-class PeakRSS:
-    """Peak resident set size of this process, sampled every ``interval`` s by a thread.
+class Sampler:
+    """Calls ``self._sample()`` every ``interval`` s from a thread inside a ``with`` block, and once at its end."""
 
-    ``with PeakRSS() as m: ...`` then ``m.peak`` (bytes), ``m.start``.
-    """
-
-    def __init__(self, interval=0.05):
-        import psutil
-
-        self._proc, self.interval = psutil.Process(), interval
-        self.start = self.peak = self._proc.memory_info().rss
+    def __init__(self, interval):
+        self.interval = interval
         self._stop = threading.Event()
+
+    def _sample(self):
+        raise NotImplementedError
 
     def _run(self):
         while not self._stop.wait(self.interval):
-            self.peak = max(self.peak, self._proc.memory_info().rss)
+            self._sample()
 
     def __enter__(self):
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -67,6 +64,23 @@ class PeakRSS:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+        self._sample()
+
+
+class PeakRSS(Sampler):
+    """Peak resident set size of this process, sampled every ``interval`` s by a thread.
+
+    ``with PeakRSS() as m: ...`` then ``m.peak`` (bytes), ``m.start``.
+    """
+
+    def __init__(self, interval=0.05):
+        import psutil
+
+        super().__init__(interval)
+        self._proc = psutil.Process()
+        self.start = self.peak = self._proc.memory_info().rss
+
+    def _sample(self):
         self.peak = max(self.peak, self._proc.memory_info().rss)
 
 

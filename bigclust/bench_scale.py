@@ -21,13 +21,12 @@ import json
 import shutil
 import statistics
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
-from .bench import machine
+from .bench import Sampler, machine
 from .errors import UserError
 
 SIZES = (10_000, 20_000, 35_000, 70_000, 140_000, 280_000, 560_000, 1_000_000)
@@ -63,16 +62,16 @@ DEFAULT_CONFIG = {
 # -- measuring -----------------------------------------------------------------------------
 
 
-class StagePeaks:
+class StagePeaks(Sampler):
     """RSS of this process and its children sampled every ``interval`` s, peaks kept per stage label."""
 
     def __init__(self, interval=0.1):
         import psutil
 
-        self._me, self.interval = psutil.Process(), interval
+        super().__init__(interval)
+        self._me = psutil.Process()
         self.label = None
         self.peak, self.peak_sum, self.per_process = {}, {}, {}
-        self._stop = threading.Event()
 
     def _sample(self):
         import psutil
@@ -95,25 +94,12 @@ class StagePeaks:
             self.peak[self.label] = max(self.peak.get(self.label, 0), max(rss))
             self.peak_sum[self.label] = max(self.peak_sum.get(self.label, 0), sum(rss))
 
-    def _run(self):
-        while not self._stop.wait(self.interval):
-            self._sample()
-
     def stage(self, label):
         """Attribute the samples from now on to ``label`` (None: to nothing)."""
         self._sample()
         self.label = label
         if label is not None:
             self._sample()
-
-    def __enter__(self):
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
 
 def _timed_runner(peaks):

@@ -429,8 +429,8 @@ def minibatch_kmeans(X, n_clusters, *, n_init=3, batch_size=4096, max_iter=100, 
 
     Only batches of rows are read while fitting; a Dask ``X`` larger than
     512 MiB is never loaded whole (a smaller one is read once, since every
-    batch would touch nearly all of its chunks anyway).  All restarts see the same stream of batches (one read per step)
-    and differ by their initial centres.  A final pass over ``X``, one block at
+    batch would touch nearly all of its chunks anyway).  All restarts see the
+    same stream of batches (one read per step) and differ by their initial centres.  A final pass over ``X``, one block at
     a time, labels every point for every restart and measures the inertia
     that picks the best restart.
 

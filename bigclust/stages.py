@@ -422,8 +422,8 @@ def _build_affinity(ctx: Context, src, inputs):
                             f"knn = \"{a['knn']}\" (set knn = \"exact\", \"ivf\" or knn_chunk_rows = 0)")
         method = a.get("knn", "auto")
         if knn and method == "auto":
-            # resolved here, so that the key says which search made the graph ("exact" keeps the
-            # key of stores made before [affinity] knn existed, when auto meant exact or pynndescent)
+            # resolved here, so that the key says which search made the graph; "exact" stays "auto"
+            # (no key entry), the key of stores made before [affinity] knn existed
             d = point["preprocess"].get("pca") or ctx.info["n_features"]
             method = resolve_method("auto", ctx.info["n_samples"], d)
             if method == "exact" or (a["knn_chunk_rows"] and method != "ivf"):

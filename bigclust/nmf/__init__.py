@@ -31,7 +31,7 @@ from .. import progress
 from ..errors import DataError, UserError
 from ._common import (INITS, SOLVERS, NMFConvergenceWarning, NMFInfo, as_data, check_components, check_int,
                       check_tol, draw_seeds, explicit_init, labels_from, nndsvd, normalize_columns,
-                      random_factors, warn_not_converged)
+                      random_factors, seed_indices, warn_not_converged)
 from ._kkmeans import kernel_kmeans_streamed
 
 __all__ = ["NMFConvergenceWarning", "NMFInfo", "bilinear_nmf", "kernel_kmeans", "kernel_kmeans_streamed", "linear_nmf",
@@ -485,12 +485,7 @@ def kernel_kmeans(K, n_clusters, *, n_init=10, max_iter=300, init="k-means++", r
         idx = np.empty((n_init, k), dtype=np.int64)
         kern.kk_init(K, k, seeds, _method_code(init), idx)
     else:
-        idx = np.asarray(init)
-        if idx.ndim == 1:
-            idx = idx[None]
-        if idx.shape != (n_init, k) or idx.dtype.kind not in "iu" or idx.min() < 0 or idx.max() >= n:
-            raise UserError(f"init must be 'k-means++', 'random' or point indices of shape ({n_init}, {k})")
-        idx = np.ascontiguousarray(idx, dtype=np.int64)
+        idx = seed_indices(init, n_init, k, n)
     labels = np.empty((n_init, n), dtype=np.int32)
     obj = np.empty(n_init)
     n_iter = np.empty(n_init, dtype=np.int32)

@@ -73,6 +73,19 @@ def check_int(name, value, low, high=None):
     return _check_int(name, value, low, high)
 
 
+def seed_indices(init, n_init, k, n):
+    """Explicit kernel k-means seeds: point indices (n_init, k) (or (k,) for one restart) as int64.
+
+    One-line :class:`UserError` unless ``init`` is such an array of indices in ``[0, n)``.
+    """
+    idx = np.asarray(init)
+    if idx.ndim == 1:
+        idx = idx[None]
+    if idx.shape != (n_init, k) or idx.dtype.kind not in "iu" or idx.min() < 0 or idx.max() >= n:
+        raise UserError(f"init must be 'k-means++', 'random' or point indices of shape ({n_init}, {k})")
+    return np.ascontiguousarray(idx, dtype=np.int64)
+
+
 def check_tol(tol):
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not tol >= 0:
         raise UserError(f"tol={tol!r} must be a non-negative number")

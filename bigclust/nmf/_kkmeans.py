@@ -32,7 +32,7 @@ import numpy as np
 from .. import progress
 from ..errors import DataError, UserError
 from . import _ops
-from ._common import NMFInfo, check_int, draw_seeds
+from ._common import NMFInfo, check_int, draw_seeds, seed_indices
 from ._linear import check_bounds, in_process
 
 #: rows and columns compared to check the symmetry of a stored kernel
@@ -152,12 +152,7 @@ def kernel_kmeans_streamed(read_block, block_bounds, n_clusters, *, n_init=10, m
         kern.kk_seed_start(seeds, n, k, method, idx, states)
         known = k if method == METHOD_RANDOM else 1          # seed points drawn so far (k-means++: the first)
     else:
-        idx = np.asarray(init)
-        if idx.ndim == 1:
-            idx = idx[None]
-        if idx.shape != (n_init, k) or idx.dtype.kind not in "iu" or idx.min() < 0 or idx.max() >= n:
-            raise UserError(f"init must be 'k-means++', 'random' or point indices of shape ({n_init}, {k})")
-        idx = np.ascontiguousarray(idx, dtype=np.int64)
+        idx = seed_indices(init, n_init, k, n)
         known = k
 
     # pass 0: validate, diagonal, degrees (NCW), sampled rows/columns, the known seed points' columns
