@@ -15,7 +15,7 @@ therefore the same whatever the number of threads.
 import numpy as np
 from numba import prange
 
-from .._jit import njit
+from .._jit import njit, prefetch_row
 
 #: denominators below EPS are replaced by EPS (only 0/0 and underflow ever reach it)
 EPS = 1e-300
@@ -23,6 +23,9 @@ EPS = 1e-300
 _CHUNKS = 64
 #: columns of X per tile of :func:`dense_tmatmul` (a 128 x k tile of the output stays in cache)
 _TILE = 128
+#: nonzeros ahead whose row of M :func:`csr_matmul` prefetches (``bigclust bench nmf``: 16 took
+#: 0.7x the time of no prefetch on 20 Newsgroups; 8 and 24 were in between)
+_PREFETCH = 16
 
 
 @njit
@@ -39,16 +42,21 @@ def csr_matmul(data, indices, indptr, M, out):
     """``out = X M`` for CSR X (r x c).
 
     data, indices, indptr : IN, CSR arrays.  M : IN (c, k).  out : OUT (r, k).
-    O(nnz k), parallel over rows.
+    O(nnz k), parallel over rows; the sum of each entry runs over the row's
+    nonzeros in stored order (prefetching changes no result).
     """
     r = indptr.shape[0] - 1
     k = M.shape[1]
+    last = indices.shape[0] - _PREFETCH
     for c in prange(_CHUNKS):
         lo, hi = _bounds(r, c)
         for i in range(lo, hi):
             for l in range(k):
                 out[i, l] = 0.0
             for p in range(indptr[i], indptr[i + 1]):
+                # the rows of M are gathered in data order, which no hardware prefetcher predicts
+                if p < last:
+                    prefetch_row(M, indices[p + _PREFETCH])
                 v = data[p]
                 j = indices[p]
                 for l in range(k):
@@ -203,18 +211,22 @@ def mult_rows(F, A, Lp, Sp, Lm, Sm, split, gram, cross_old, cross_new):
         so = 0.0
         sn = 0.0
         for i in range(lo, hi):
+            # dp = Lp_i Sp (and dm = Lm_i Sm): each entry sums over q in order, as a dot
+            # product would, but the loop over l is innermost so that it vectorises
             for l in range(k):
                 so += F[i, l] * A[i, l]
-                s = 0.0
-                for q in range(k):
-                    s += Lp[i, q] * Sp[q, l]
-                dp[l] = s
+                dp[l] = 0.0
+            for q in range(k):
+                x = Lp[i, q]
+                for l in range(k):
+                    dp[l] += x * Sp[q, l]
             if split:
                 for l in range(k):
-                    s = 0.0
-                    for q in range(k):
-                        s += Lm[i, q] * Sm[q, l]
-                    dm[l] = s
+                    dm[l] = 0.0
+                for q in range(k):
+                    x = Lm[i, q]
+                    for l in range(k):
+                        dm[l] += x * Sm[q, l]
             for l in range(k):
                 f = F[i, l]
                 if f == 0.0:
