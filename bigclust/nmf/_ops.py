@@ -17,18 +17,28 @@ def kern():
 
 
 def csr_transpose(X):
-    """``X^T`` as canonical CSR with int64 indices (the CSC of X, read row-wise)."""
+    """``X^T`` as canonical CSR (the CSC of X, read row-wise).
+
+    Column indices stay int32 when they fit (the products are memory-bound and
+    read an index per nonzero); the row pointers are int64.
+    """
     T = X.T.tocsr()
     T.sort_indices()
-    T.indices = T.indices.astype(np.int64, copy=False)
+    small = T.shape[1] < 2 ** 31
+    T.indices = T.indices.astype(np.int32 if small else np.int64, copy=False)
     T.indptr = T.indptr.astype(np.int64, copy=False)
     return T
 
 
-def matmul(X, M):
-    """``X M`` (r x k) for dense or CSR X (rows), M (c x k) float64."""
+def matmul(X, M, out=None):
+    """``X M`` (r x k) for dense or CSR X (rows), M (c x k) float64; into ``out`` when given.
+
+    A driver that iterates passes the same ``out`` every time: a fresh array of
+    megabytes is fresh pages, and touching them costs about as much as the product.
+    """
     M = np.ascontiguousarray(M, dtype=np.float64)
-    out = np.empty((X.shape[0], M.shape[1]))
+    if out is None:
+        out = np.empty((X.shape[0], M.shape[1]))
     if sp.issparse(X):
         kern().csr_matmul(X.data, X.indices, X.indptr, M, out)
     else:
@@ -58,12 +68,13 @@ def matmul_split(X, M):
     return outp, outm
 
 
-def tmatmul(X, M, XT=None):
+def tmatmul(X, M, XT=None, out=None):
     """``X^T M`` (c x k); ``XT`` is the CSR transpose of a CSR X when the caller keeps one."""
     M = np.ascontiguousarray(M, dtype=np.float64)
     if sp.issparse(X):
-        return matmul(XT if XT is not None else csr_transpose(X), M)
-    out = np.empty((X.shape[1], M.shape[1]))
+        return matmul(XT if XT is not None else csr_transpose(X), M, out)
+    if out is None:
+        out = np.empty((X.shape[1], M.shape[1]))
     kern().dense_tmatmul(X, M, out)
     return out
 
