@@ -14,16 +14,29 @@ import numpy as np
 import scipy.sparse as sp
 
 from .bench import PeakRSS, machine, timed as _timed
+from .errors import UserError
 
 
 def load_tfidf(name="news20-all", synthetic=(18000, 30000, 1_400_000), seed=0):
-    """The tf-idf documents of a named corpus (``$BIGCLUST_DATA``), else a Zipfian synthetic matrix."""
+    """The tf-idf documents of a named corpus (``$BIGCLUST_DATA``), else a Zipfian synthetic matrix.
+
+    ``name = "synthetic:NxMxNNZ"`` (e.g. ``synthetic:300x500x5000``) asks for the
+    synthetic matrix of that shape and number of nonzeros whatever the environment.
+    """
     import os
     from pathlib import Path
 
     from .preprocess import tfidf
+    if name.startswith("synthetic"):
+        try:
+            synthetic = tuple(int(v) for v in name.split(":", 1)[1].split("x")) if ":" in name else synthetic
+            if len(synthetic) != 3 or min(synthetic) < 1:
+                raise ValueError
+        except ValueError:
+            raise UserError(f"--data {name!r}: expected synthetic:NxMxNNZ, e.g. synthetic:300x500x5000") from None
+        name = None
     root = os.environ.get("BIGCLUST_DATA")
-    if root and Path(root).is_dir():
+    if name and root and Path(root).is_dir():
         from .datasets import open_dataset
         src = open_dataset(name, root)
         X = sp.vstack([Xc for Xc, _ in src.iter_chunks(4096)], format="csr")
@@ -40,7 +53,25 @@ def load_tfidf(name="news20-all", synthetic=(18000, 30000, 1_400_000), seed=0):
     return X, None, f"synthetic {n}x{m}"
 
 
-def bench_nmf(k=20, iters=30, repeats=3, max_memory="256MB", data="news20-all", seed=0):
+def timed_pair(fn_a, fn_b, repeats):
+    """``timed`` of two functions run alternately (a, b, a, b, ...).
+
+    For a ratio on a shared machine: both sides see the same drift of the load,
+    where ``repeats`` runs of one then of the other would not.
+    Returns ``((median a, last result a), (median b, last result b))``.
+    """
+    ta, tb, oa, ob = [], [], None, None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        oa = fn_a()
+        t1 = time.perf_counter()
+        ob = fn_b()
+        ta.append(t1 - t0)
+        tb.append(time.perf_counter() - t1)
+    return (float(np.median(ta)), oa), (float(np.median(tb)), ob)
+
+
+def bench_nmf(k=20, iters=30, repeats=5, max_memory="256MB", data="news20-all", seed=0):
     """MU and HALS vs scikit-learn, bilinear vs linear per iteration, and streamed peak RSS.
 
     Returns a flat dict; the keys the issue names are ``mu_speedup_vs_sklearn``,
@@ -74,8 +105,7 @@ def bench_nmf(k=20, iters=30, repeats=3, max_memory="256MB", data="news20-all", 
             W = est.fit_transform(X, W=V0.copy(), H=U0.T.copy())
         return est, W
 
-    t_mu, (_, _, _, info) = _timed(lambda: ours("mu"), repeats)
-    t_sk, (est, W) = _timed(lambda: theirs("mu", iters), repeats)
+    (t_mu, (_, _, _, info)), (t_sk, (est, W)) = timed_pair(lambda: ours("mu"), lambda: theirs("mu", iters), repeats)
     j_ours = float(info.objective[-1])
     j_sk = 0.5 * est.reconstruction_err_ ** 2
     out.update(ours_mu_seconds_per_iter=t_mu / iters, sklearn_mu_seconds_per_iter=t_sk / iters,

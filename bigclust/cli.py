@@ -224,10 +224,10 @@ def _bench_print(res, as_json):
 @bench.command("nmf")
 @click.option("--k", default=20, show_default=True, type=click.IntRange(min=2), help="Components (clusters).")
 @click.option("--iters", default=30, show_default=True, type=click.IntRange(min=1), help="Iterations timed.")
-@click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1))
+@click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1))
 @click.option("--max-memory", default="256MB", show_default=True, help="Budget of the streamed (out-of-core) run.")
 @click.option("--data", default="news20-all", show_default=True,
-              help="Named corpus (needs $BIGCLUST_DATA; else a synthetic tf-idf matrix).")
+              help="Named corpus (needs $BIGCLUST_DATA; else a synthetic tf-idf matrix), or synthetic:NxMxNNZ.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def bench_nmf(k, iters, repeats, max_memory, data, as_json):
     """Linear NMF (MU, HALS) vs scikit-learn, bilinear vs linear per iteration, streamed peak RSS."""
