@@ -239,9 +239,9 @@ def run_many(op, pairs, max_iter, tol, *, simplified=False, bar=None):
                 hist[j].append(objective(op.trace, float(np.sum(pairs[j][1] * KW)), GV[j], _ops.tdot(W, KW)))
             # W-step (3-12; 3-13 when K >= 0): P+- = K+- W (V^T V)
             if split:
-                _ops.mult_step(W, KV, KWp[j], GV[j], KWm[j], GV[j])
+                _ops.mult_step(W, KV, KWp[j], GV[j], KWm[j], GV[j], reductions=False)
             else:
-                _ops.mult_step(W, KV, KWp[j] - KWm[j] if KWm[j] is not None else KWp[j], GV[j])
+                _ops.mult_step(W, KV, KWp[j] - KWm[j] if KWm[j] is not None else KWp[j], GV[j], reductions=False)
         # V-step (3-14; 3-15 when K >= 0): Q+- = V (W^T K+- W), new W
         P, N = op.prod(np.hstack([pairs[j][0] for j in active]))
         still = []

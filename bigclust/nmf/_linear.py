@@ -42,12 +42,12 @@ def run_in_memory(X, XT, U, V, solver, max_iter, tol, xx, bar=None, sweeps=None)
     B = np.empty(U.shape)
     for it in range(1, max_iter + 1):
         A = _ops.matmul(X, U, A)                    # X U        (paper: X^T U)
-        GV_new, c_old, _ = _ops.step(solver, V, A, GU, sweeps)  # V-step   (3-3)
+        GV_new, c_old, _ = _ops.step(solver, V, A, GU, sweeps, old=it == 1)  # V-step   (3-3)
         if it == 1:
             hist.append(objective(xx, c_old, GU, GV))
         GV = GV_new
         B = _ops.tmatmul(X, V, XT, B)               # X^T V      (paper: X V)
-        GU, _, c_new = _ops.step(solver, U, B, GV, sweeps)  # U-step     (3-2)
+        GU, _, c_new = _ops.step(solver, U, B, GV, sweeps, old=False)  # U-step     (3-2)
         hist.append(objective(xx, c_new, GU, GV))
         bar.update(1)
         if rel_change(hist[-2], hist[-1]) < tol:

@@ -186,7 +186,7 @@ def _accumulate(F, i, A, g, k):
 
 
 @njit(parallel=True)
-def mult_rows(F, A, Lp, Sp, Lm, Sm, split, gram, cross_old, cross_new):
+def mult_rows(F, A, Lp, Sp, Lm, Sm, split, gram, cross_old, cross_new, track_old=True, track_new=True):
     """One multiplicative update of every row of a factor, with the reductions of the objective.
 
     F : INOUT (r, k), the factor.  A : IN (r, k), the numerator (``X U``,
@@ -199,7 +199,9 @@ def mult_rows(F, A, Lp, Sp, Lm, Sm, split, gram, cross_old, cross_new):
 
     A zero entry of F stays zero (never 0 * inf).  gram : OUT (_CHUNKS, k, k),
     partials of the new ``F^T F``.  cross_old, cross_new : OUT (_CHUNKS,),
-    partials of ``sum F o A`` before and after the update.
+    partials of ``sum F o A`` before and after the update.  track_old /
+    track_new : IN bool; False skips cross_old / (gram and cross_new), left 0
+    (callers that do not read them: a serial sum per row range costs time).
     """
     r, k = F.shape
     for c in prange(_CHUNKS):
@@ -213,8 +215,10 @@ def mult_rows(F, A, Lp, Sp, Lm, Sm, split, gram, cross_old, cross_new):
         for i in range(lo, hi):
             # dp = Lp_i Sp (and dm = Lm_i Sm): each entry sums over q in order, as a dot
             # product would, but the loop over l is innermost so that it vectorises
+            if track_old:
+                for l in range(k):
+                    so += F[i, l] * A[i, l]
             for l in range(k):
-                so += F[i, l] * A[i, l]
                 dp[l] = 0.0
             for q in range(k):
                 x = Lp[i, q]
@@ -239,7 +243,8 @@ def mult_rows(F, A, Lp, Sp, Lm, Sm, split, gram, cross_old, cross_new):
                     den = dp[l]
                     num = a
                 F[i, l] = f * (num / (den if den > EPS else EPS))
-            sn += _accumulate(F, i, A, g, k)
+            if track_new:
+                sn += _accumulate(F, i, A, g, k)
         cross_old[c] = so
         cross_new[c] = sn
 

@@ -99,12 +99,13 @@ HALS_SWEEPS = 6
 HALS_DELTA = 0.1
 
 
-def step(solver, F, A, G, sweeps=None):
+def step(solver, F, A, G, sweeps=None, old=True):
     """One linear-NMF update of factor F (INOUT) from numerator A and Gram matrix G of the other factor.
 
     ``sweeps`` (HALS only): sweeps per row at most, default :data:`HALS_SWEEPS`;
     1 is plain fast HALS (scikit-learn's ``solver="cd"``, iterate for iterate).
-    Returns ``(F^T F, sum F_old o A, sum F_new o A)`` (new Gram, old and new cross terms).
+    Returns ``(F^T F, sum F_old o A, sum F_new o A)`` (new Gram, old and new cross terms);
+    with ``old=False`` MU skips the old cross term (returned as 0.0).
     """
     K = kern()
     k = F.shape[1]
@@ -112,17 +113,18 @@ def step(solver, F, A, G, sweeps=None):
     co = np.empty(K._CHUNKS)
     cn = np.empty(K._CHUNKS)
     if solver == "mu":
-        K.mult_rows(F, A, F, G, F, G, False, gp, co, cn)
+        K.mult_rows(F, A, F, G, F, G, False, gp, co, cn, bool(old), True)
     else:
         K.hals_rows(F, A, np.ascontiguousarray(G), HALS_SWEEPS if sweeps is None else int(sweeps), HALS_DELTA,
                     gp, co, cn)
     return gp.sum(axis=0), float(co.sum()), float(cn.sum())
 
 
-def mult_step(F, A, Lp, Sp, Lm=None, Sm=None):
+def mult_step(F, A, Lp, Sp, Lm=None, Sm=None, reductions=True):
     """Multiplicative update of F (INOUT); split rules when ``Lm`` is given (see ``_numba.mult_rows``).
 
-    Returns ``(F^T F, sum F_old o A, sum F_new o A)``.
+    Returns ``(F^T F, 0.0, sum F_new o A)`` (the old cross term is never needed
+    here), or nothing with ``reductions=False``.
     """
     K = kern()
     k = F.shape[1]
@@ -131,8 +133,9 @@ def mult_step(F, A, Lp, Sp, Lm=None, Sm=None):
     cn = np.empty(K._CHUNKS)
     split = Lm is not None
     K.mult_rows(F, A, Lp, np.ascontiguousarray(Sp), Lm if split else Lp,
-                np.ascontiguousarray(Sm) if split else Sp, split, gp, co, cn)
-    return gp.sum(axis=0), float(co.sum()), float(cn.sum())
+                np.ascontiguousarray(Sm) if split else Sp, split, gp, co, cn, False, bool(reductions))
+    if reductions:
+        return gp.sum(axis=0), 0.0, float(cn.sum())
 
 
 def tdot(F, M):
