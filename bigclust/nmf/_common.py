@@ -105,7 +105,10 @@ def _first_bad_row(indptr, pos):
 
 
 def as_data(X, what="X", *, nonneg=True, model="linear NMF", row0=0):
-    """X as float64 C-contiguous ndarray or canonical CSR (int64 indices), checked.
+    """X as float64 C-contiguous ndarray or canonical CSR (int64 row pointers), checked.
+
+    CSR column indices stay int32 while the columns fit (the products read one
+    index per nonzero and are memory-bound), int64 beyond.
 
     Raises a one-line DataError for a wrong shape, non-finite or (when
     ``nonneg``) negative entries, and for all-zero documents (rows), which no
@@ -119,7 +122,7 @@ def as_data(X, what="X", *, nonneg=True, model="linear NMF", row0=0):
         X.sum_duplicates()
         X.eliminate_zeros()
         X.sort_indices()
-        X.indices = X.indices.astype(np.int64)
+        X.indices = X.indices.astype(np.int32 if X.shape[1] < 2 ** 31 else np.int64, copy=False)
         X.indptr = X.indptr.astype(np.int64)
         bad = np.flatnonzero(~np.isfinite(X.data))
         if bad.size:
