@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -66,9 +67,13 @@ def _k_setting(r) -> tuple[str, ...]:
     return (" ".join(filter(None, (_digits(r), f"k={p['n_neighbors']} aug={p['augment']}"))),)
 
 
-def ours_by_cell(result_files):
-    """``{(dataset, setting, method): {"err": (mean, std, n), "nmi": (mean, std, n)}}`` over the trials."""
-    trials, features = {}, {}
+def ours_by_cell(result_files, return_mixed=False):
+    """``{(dataset, setting, method): {"err": (mean, std, n), "nmi": (mean, std, n)}}`` over the trials.
+
+    With ``return_mixed`` also ``{cell: [k, ...]}``, the Table 1-2 cells left out because their trials
+    have different k.
+    """
+    trials, features, ks = {}, {}, {}
     for path in result_files:
         for r in json.loads(Path(path).read_text()):
             named = record_name(r)
@@ -82,12 +87,17 @@ def ours_by_cell(result_files):
             if f != r["params"].get("features", "pixels"):
                 raise UserError(f"{path}: {method} {setting or ds} has trials with features {f!r} and "
                                 f"{r['params'].get('features', 'pixels')!r}; compare them in separate reports")
+            ks.setdefault((ds, setting, method), set()).add(r["params"].get("n_neighbors"))
             for cell in (setting, *_k_setting(r)):
                 t = trials.setdefault((ds, cell, method), {"err": [], "nmi": []})
                 t["err"].append(100.0 * (1.0 - r["acc_best_inertia"]))
                 t["nmi"].append(100.0 * r["nmi_best_inertia"])
-    return {key: {m: (float(np.mean(v)), float(np.std(v)), len(v)) for m, v in t.items()}
-            for key, t in trials.items()}
+    # a Table 1-2 cell names no k: trials with several k (e.g. a Table 7 run beside Table 2's) are not one
+    # cell; they stay in their "k=..." cells only
+    mixed = {key: sorted(v) for key, v in ks.items() if len(v) > 1}
+    out = {key: {m: (float(np.mean(v)), float(np.std(v)), len(v)) for m, v in t.items()}
+           for key, t in trials.items() if key not in mixed}
+    return (out, mixed) if return_mixed else out
 
 
 def read_paper(paper_csv):
@@ -105,8 +115,13 @@ def compare_subspace(result_files, paper_csv, out_md=None, out_csv=None) -> str:
     """Ours (mean ± std over the trials) beside the paper's cells, with the difference of the means."""
     from .report import write_tables
 
-    ours = ours_by_cell(result_files)
+    ours, mixed = ours_by_cell(result_files, return_mixed=True)
     paper = read_paper(paper_csv)
+    for ds, setting, method in sorted(mixed):
+        if any(key[1:4] == (ds, setting, method) for key in paper):
+            warnings.warn(f"{method} {setting or ds}: trials with k = {mixed[(ds, setting, method)]} nearest "
+                          f"atoms; left out of that cell (compare each k in its own report)", RuntimeWarning,
+                          stacklevel=2)
     md = ["# Paper 002 (Abdolali & Gillis): ours vs paper", "",
           "Each cell: ours mean ± std over the trials (n) / paper mean ± std (ours − paper), in %. "
           "`*`: the paper's cell is garbled in the extracted text (see the CSV's note).", ""]

@@ -89,3 +89,21 @@ def test_compare_refuses_to_average_pixels_with_scattering(tmp_path):
         compare(files, paper)                                        # each alone is fine
     with pytest.raises(UserError, match="features 'pixels' and 'scattering'"):
         compare([tmp_path / "r0.json", tmp_path / "r1.json"], paper)
+
+
+def test_compare_leaves_out_a_table2_cell_that_mixes_k(tmp_path):
+    import pytest
+
+    k10 = _rec("l1", 10, "none", 0.6, 0.6, dataset="mnist-test-500-0-9")
+    k50 = _rec("l1", 50, "none", 0.8, 0.7, dataset="mnist-test-500-0-9")
+    paper = tmp_path / "paper.csv"
+    paper.write_text("table,dataset,setting,method,metric,value,std,note\n"
+                     "2,mnist-test,digits=0:9,kNN-SSC,err,20.36,,\n"
+                     "7,mnist-test,digits=0:9 k=50 aug=none,kNN-SSC,err,21.00,,\n")
+    (tmp_path / "r.json").write_text(json.dumps([k10, k50]))
+    out_csv = tmp_path / "cmp.csv"
+    with pytest.warns(RuntimeWarning, match=r"k = \[10, 50\]"):
+        compare([tmp_path / "r.json"], paper, out_csv=out_csv)
+    rows = {(r["table"], r["setting"]): r for r in csv.DictReader(open(out_csv)) if r["metric"] == "err"}
+    assert rows[("2", "digits=0:9")]["ours"] == ""                       # not an average over k = 10 and 50
+    assert np.isclose(float(rows[("7", "digits=0:9 k=50 aug=none")]["ours"]), 20.0)
