@@ -76,6 +76,7 @@ HINTS = {
     "--format": ["labels"],
     "--sizes": ["bench scale"],
     "--methods": ["bench scale"],
+    "--data": ["bench nmf"],
 }
 
 
