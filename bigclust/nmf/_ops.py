@@ -113,7 +113,7 @@ def step(solver, F, A, G, sweeps=None, old=True):
     co = np.empty(K._CHUNKS)
     cn = np.empty(K._CHUNKS)
     if solver == "mu":
-        K.mult_rows(F, A, F, G, F, G, False, gp, co, cn, bool(old), True)
+        K.mu_rows(F, A, F, np.ascontiguousarray(G), gp, co, cn, bool(old), True)
     else:
         K.hals_rows(F, A, np.ascontiguousarray(G), HALS_SWEEPS if sweeps is None else int(sweeps), HALS_DELTA,
                     gp, co, cn)
@@ -121,19 +121,21 @@ def step(solver, F, A, G, sweeps=None, old=True):
 
 
 def mult_step(F, A, Lp, Sp, Lm=None, Sm=None, reductions=True):
-    """Multiplicative update of F (INOUT); split rules when ``Lm`` is given (see ``_numba.mult_rows``).
+    """Multiplicative update of F (INOUT); the split rules when ``Lm`` is given.
 
-    Returns ``(F^T F, 0.0, sum F_new o A)`` (the old cross term is never needed
-    here), or nothing with ``reductions=False``.
+    See ``_numba.mu_rows`` and ``_numba.split_rows``.  Returns ``(F^T F, 0.0,
+    sum F_new o A)`` (the old cross term is never needed here), or nothing
+    with ``reductions=False``.
     """
     K = kern()
     k = F.shape[1]
     gp = np.empty((K._CHUNKS, k, k))
     co = np.empty(K._CHUNKS)
     cn = np.empty(K._CHUNKS)
-    split = Lm is not None
-    K.mult_rows(F, A, Lp, np.ascontiguousarray(Sp), Lm if split else Lp,
-                np.ascontiguousarray(Sm) if split else Sp, split, gp, co, cn, False, bool(reductions))
+    if Lm is not None:
+        K.split_rows(F, A, Lp, np.ascontiguousarray(Sp), Lm, np.ascontiguousarray(Sm), gp, cn, bool(reductions))
+    else:
+        K.mu_rows(F, A, Lp, np.ascontiguousarray(Sp), gp, co, cn, False, bool(reductions))
     if reductions:
         return gp.sum(axis=0), 0.0, float(cn.sum())
 
