@@ -258,3 +258,32 @@ def test_same_iterates_as_scikit_learn(solver, sk_solver):
     np.testing.assert_allclose(V, W, rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(U, model.components_.T, rtol=1e-10, atol=1e-13)
     assert hist[-1] == pytest.approx(0.5 * model.reconstruction_err_ ** 2, rel=1e-10)
+
+
+@pytest.mark.parametrize("r", [1, 2, 3, 63, 64, 65, 197])
+def test_mu_rows_pairs_match_the_formula_for_every_range_size(r):
+    """mu_rows takes rows in pairs inside each fixed row range: ranges of 1, 2 and odd sizes >= 3
+    (a pair and a single row), zeros in F (they stay zero)."""
+    from bigclust.nmf import _numba as K
+
+    rng = np.random.default_rng(r)
+    k = 5
+    F = rng.uniform(0.1, 1, (r * 3, k))[:: 3].copy()          # r rows
+    F[rng.uniform(size=F.shape) < 0.2] = 0.0
+    A = rng.uniform(0, 1, (r, k))
+    S = rng.uniform(0, 1, (k, k))
+    S = S @ S.T
+    F0 = F.copy()
+    den = F0 @ S
+    want = np.where(F0 == 0, 0.0, F0 * A / np.maximum(den, EPS))
+    gp = np.empty((K._CHUNKS, k, k))
+    co = np.empty(K._CHUNKS)
+    cn = np.empty(K._CHUNKS)
+    K.mu_rows(F, A, F, S, gp, co, cn, True, True)
+    np.testing.assert_allclose(F, want, rtol=1e-13, atol=0)
+    assert np.array_equal(F == 0, F0 == 0)
+    np.testing.assert_allclose(gp.sum(0), want.T @ want, rtol=1e-12)
+    assert co.sum() == pytest.approx(np.sum(F0 * A), rel=1e-12)
+    assert cn.sum() == pytest.approx(np.sum(want * A), rel=1e-12)
+    # the Gram partials are symmetric bit for bit (each entry sums the same products in the same order)
+    assert np.array_equal(gp, gp.transpose(0, 2, 1))
