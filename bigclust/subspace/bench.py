@@ -1,11 +1,10 @@
 """Measurements of the subspace family, script form (never asserted in tests: timings are noisy).
 
-    python -m bigclust.subspace.bench admm   [--n 5000 --k 50 --d 100 --repeats 3]
     python -m bigclust.subspace.bench coil20 [--reg l1,l2,nuclear --aug none,coil20 --repeats 3 --svt gram]
 
-``admm`` is ``bigclust bench subspace`` without COIL-20 (:mod:`bigclust.bench_subspace`);
-``coil20`` prints time, error and NMI of every regulariser x augmentation on
-COIL-20 (median and range over seeds 0..repeats-1).
+Prints time, error and NMI of every regulariser x augmentation on COIL-20
+(median and range over seeds 0..repeats-1).  The ADMM throughput is
+``bigclust bench subspace`` (:mod:`bigclust.bench_subspace`).
 """
 from __future__ import annotations
 
@@ -46,23 +45,16 @@ def coil20_table(regs=("l1", "l2"), augs=(None, "coil20"), k=10, repeats=3, n_in
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m bigclust.subspace.bench")
-    p.add_argument("what", choices=["admm", "coil20"])
-    p.add_argument("--n", type=int, default=5000)
-    p.add_argument("--k", type=int, default=None)
-    p.add_argument("--d", type=int, default=100)
+    p.add_argument("what", choices=["coil20"])
+    p.add_argument("--k", type=int, default=10)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--reg", default="l1,l2")
     p.add_argument("--aug", default="none,coil20")
     p.add_argument("--svt", default="exact", help="LRR's SVT: exact, gram or randomized")
     p.add_argument("--tol", type=float, default=1e-7, help="LRR's stopping tolerance")
     a = p.parse_args(argv)
-    if a.what == "admm":
-        from ..bench import format_report
-        from ..bench_subspace import bench_admm
-        print(format_report(bench_admm(a.n, a.k or 50, a.d, a.repeats)))
-    else:
-        augs = tuple(None if v == "none" else v for v in a.aug.split(","))
-        coil20_table(tuple(a.reg.split(",")), augs, a.k or 10, a.repeats, svt_method=a.svt, tol=a.tol)
+    augs = tuple(None if v == "none" else v for v in a.aug.split(","))
+    coil20_table(tuple(a.reg.split(",")), augs, a.k, a.repeats, svt_method=a.svt, tol=a.tol)
 
 
 if __name__ == "__main__":
