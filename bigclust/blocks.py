@@ -226,28 +226,43 @@ class RowReader:
     """``reader(i)``: rows ``bounds[i]:bounds[i+1]`` of a matrix stored in a bigclust store (dense or CSR).
 
     Holds only the store path and names, so it pickles to Dask workers (each
-    opens the store itself).  A CSR block reads its slice of ``indptr`` and
+    opens the store itself, once: the opened arrays are kept per process and
+    left out of the pickle).  A CSR block reads its slice of ``indptr`` and
     then just its stretch of ``data`` / ``indices``.
     """
 
     def __init__(self, store_path, stage, key, name, bounds):
         self.store_path, self.stage, self.key, self.name = str(store_path), stage, key, name
         self.bounds = [int(b) for b in bounds]
+        self._open = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_open"] = None
+        return state
 
     def _node(self):
-        from .store import Store
-        return Store(self.store_path).open(self.stage, self.key)[self.name]
+        # opening the store, the group and its arrays reads their metadata (~4 ms a block on 20
+        # Newsgroups, 15 % of a streamed NMF pass); a finished stage never changes, so once is enough
+        if self._open is None:
+            from .store import Store
+            node = Store(self.store_path).open(self.stage, self.key)[self.name]
+            if node.attrs.get("format") == "csr":
+                self._open = (node["indptr"], node["data"], node["indices"], int(node.attrs["shape"][1]))
+            else:
+                self._open = (node,)
+        return self._open
 
     def __call__(self, i):
         import scipy.sparse as sp
         r0, r1 = self.bounds[i], self.bounds[i + 1]
-        node = self._node()
-        if node.attrs.get("format") != "csr":
-            return np.asarray(node[r0:r1])
-        ptr = node["indptr"][r0:r1 + 1]
+        opened = self._node()
+        if len(opened) == 1:
+            return np.asarray(opened[0][r0:r1])
+        indptr, data, indices, m = opened
+        ptr = indptr[r0:r1 + 1]
         a, b = int(ptr[0]), int(ptr[-1])
-        return sp.csr_matrix((node["data"][a:b], node["indices"][a:b], ptr - a),
-                             shape=(r1 - r0, int(node.attrs["shape"][1])))
+        return sp.csr_matrix((data[a:b], indices[a:b], ptr - a), shape=(r1 - r0, m))
 
 
 def stored_shape(node):
