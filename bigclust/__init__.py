@@ -27,7 +27,7 @@ _ESTIMATORS = {"NMFClustering", "SpectralClustering", "SubspaceClustering"}
 #: the exceptions every user error is (``UserError`` is a ValueError)
 _ERRORS = {"ConfigError", "DataError", "StoreError", "UserError"}
 
-__all__ = sorted(_SUBMODULES | _ESTIMATORS | _ERRORS | {"__version__"})
+__all__ = sorted(_SUBMODULES | _ESTIMATORS | _ERRORS | {"ConvergenceWarning", "__version__"})
 
 
 def __getattr__(name):
@@ -37,6 +37,8 @@ def __getattr__(name):
         return getattr(import_module("bigclust.estimators"), name)
     if name in _ERRORS:
         return getattr(import_module("bigclust.errors"), name)
+    if name == "ConvergenceWarning":   # scikit-learn's, and a RuntimeWarning (bigclust.convergence)
+        return import_module("bigclust.convergence").ConvergenceWarning
     raise AttributeError(f"module 'bigclust' has no attribute {name!r}")
 
 

@@ -287,6 +287,12 @@ def schema() -> dict[str, dict[str, Key]]:
     return {**SCHEMA, **{name: methods.get(name).schema() for name in methods.names()}}
 
 
+def _section_of(full, key) -> str:
+    """Where ``key`` lives (``[cluster]``), for an error about a key given outside any section."""
+    homes = [f"[{sec}]" for sec, keys in full.items() if key in keys]
+    return " or ".join(homes) if homes else "the section it configures"
+
+
 def from_dict(raw: dict, path: Path | str = "<config>") -> Config:
     """Validate an already parsed config dict (see :func:`load`)."""
     from . import methods
@@ -294,19 +300,22 @@ def from_dict(raw: dict, path: Path | str = "<config>") -> Config:
     path = Path(path)
     full = schema()
     for sec in raw:
+        if not isinstance(raw[sec], dict):
+            # a key above the first [section] (or a section name used as a key)
+            raise ConfigError(f"{path}: key {sec!r} is outside any section; every key belongs in one, e.g. "
+                              + ("[" + sec + "]" if sec in full else _section_of(full, sec)))
         if sec not in full:
             raise ConfigError(f"{path}: unknown section [{sec}]; expected one of "
                               + ", ".join(f"[{s}]" for s in full))
-        if not isinstance(raw[sec], dict):
-            raise ConfigError(f"{path}: {sec} must be a table [{sec}]")
         for key in raw[sec]:
             if (sec, key) in MOVED:
                 raise ConfigError(f"{path}: [{sec}] {key} has moved to the method sections: {MOVED[(sec, key)]} "
                                   "(README, 'Configs')")
     names = raw.get("method", {}).get("names", SCHEMA["method"]["names"].default)
     if not methods.check_names(names):
-        raise ConfigError(f"{path}: [method] names: expected a non-empty list of "
-                          f"{', '.join(methods.names())}, got {names!r}")
+        bad = [v for v in names if not (isinstance(v, str) and v in methods.names())] if isinstance(names, list) else []
+        what = f"unknown method {bad[0]!r}" if bad else f"expected a non-empty list of method names, got {names!r}"
+        raise ConfigError(f"{path}: [method] names: {what}; the methods are {', '.join(methods.names())}")
     sections, sweeps = {}, {}
     for sec, keys in full.items():
         given = raw.get(sec, {})

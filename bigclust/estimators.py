@@ -26,8 +26,12 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 
+from . import _estimator_params as check
+
 AFFINITIES = ("gaussian", "knn", "linear", "cosine", "cosine2")
 NORMALIZATIONS = ("bbs", "sk", "ncut", "ra", "rc")
+EIGENSOLVERS = ("auto", "eigh", "eigsh", "lobpcg", "amg")
+AUGMENTS = (None, "coil20", "coil20_rotscale", "coil20_flip", "mnist", "interpolate")
 
 
 def _array_source(X, chunk_rows, y=None):
@@ -67,11 +71,6 @@ def _check_X(est, X):
     return X
 
 
-def _gamma(gamma):
-    """``"median"`` as it is, anything else as a float (the config refuses other strings, as a ValueError)."""
-    return gamma if isinstance(gamma, str) else float(gamma)
-
-
 def _seed(random_state) -> int:
     if isinstance(random_state, numbers.Integral) and 0 <= random_state < 2**32:
         return int(random_state)
@@ -79,10 +78,15 @@ def _seed(random_state) -> int:
 
 
 def _nonzero_rows(X, k, who, what):
-    """``(keep mask or None, X without its all-zero rows)``: such a row cannot be placed (label -1, as noise)."""
+    """``(keep mask or None, X without its all-zero rows)``: such a row cannot be placed (label -1, as noise).
+
+    A Dask array is scanned once, block by block, for the mask (n booleans) and stays lazy.
+    """
     if hasattr(X, "dask"):
-        return None, X
-    keep = np.asarray((abs(X) if sp.issparse(X) else np.abs(X)).sum(axis=1)).ravel() > 0
+        import dask.array as da
+        keep = np.asarray(da.absolute(X).sum(axis=1).compute()) > 0
+    else:
+        keep = np.asarray((abs(X) if sp.issparse(X) else np.abs(X)).sum(axis=1)).ravel() > 0
     if keep.all():
         return None, X
     if keep.sum() <= max(k, 2):
@@ -108,6 +112,19 @@ def _expand(keep, labels, *arrays):
         b[keep] = a
         out.append(b)
     return (full, *out)
+
+
+def _expand_square(keep, K):
+    """An n' x n' affinity over the kept rows back to n x n: empty rows and columns for the dropped ones."""
+    if keep is None or K is None:
+        return K
+    idx = np.flatnonzero(keep)
+    if sp.issparse(K):
+        K = K.tocoo()
+        return sp.csr_matrix((K.data, (idx[K.row], idx[K.col])), shape=(keep.size, keep.size))
+    out = np.zeros((keep.size, keep.size), dtype=K.dtype)
+    out[np.ix_(idx, idx)] = K
+    return out
 
 
 class _PipelineEstimator(ClusterMixin, BaseEstimator):
@@ -207,37 +224,30 @@ class SpectralClustering(_PipelineEstimator):
         self.max_memory = max_memory
         self.scheduler = scheduler
 
-    def _config(self, seed):
-        """The pipeline config this estimator stands for (validated by :func:`bigclust.config.from_dict`)."""
-        method = {"bbs": {"n_iter": self.n_iter, "tol": float(self.tol), "solver": self.solver},
-                  "sk": {"n_iter": self.n_iter, "tol": float(self.tol)}}.get(self.normalization, {})
+    def _config(self, n):
+        """The pipeline config this estimator stands for, from its checked parameters (plain Python values)."""
+        from .knn import KNN_METHODS
+        norm = check.choice(self, "normalization", NORMALIZATIONS)
+        n_iter, tol = check.integer(self, "n_iter", 1), check.real(self, "tol", 0.0)
+        method = {"bbs": {"n_iter": n_iter, "tol": tol,
+                          "solver": check.choice(self, "solver", ("dual", "alternating", "dykstra"))},
+                  "sk": {"n_iter": n_iter, "tol": tol}}.get(norm, {})
         return {
             "data": {"path": "<array>"},
             # sparse input is taken as it is (the pipeline's tf-idf defaults are for word counts)
-            "preprocess": {"l2_normalize": bool(self.l2_normalize), "tfidf": False},
-            "affinity": {"kind": self.affinity, "gamma": _gamma(self.gamma), "n_neighbors": self.n_neighbors,
-                         "knn": self.knn},
-            "method": {"names": [self.normalization]},
-            self.normalization: method,
-            "cluster": {"n_clusters": self.n_clusters, "n_init": self.n_init, "max_iter": self.max_iter,
-                        "seed": seed, "algorithm": "lloyd"},
-            "embed": {"eigensolver": self.eigensolver},
-            "store": {"path": "<temporary>", "max_memory": self.max_memory},
+            "preprocess": {"l2_normalize": check.boolean(self, "l2_normalize"), "tfidf": False},
+            "affinity": {"kind": check.choice(self, "affinity", AFFINITIES), "gamma": check.gamma(self),
+                         "n_neighbors": check.integer(self, "n_neighbors", 2),
+                         "knn": check.choice(self, "knn", KNN_METHODS)},
+            "method": {"names": [norm]},
+            norm: method,
+            "cluster": {"n_clusters": check.n_clusters(self, n), "n_init": check.integer(self, "n_init", 1),
+                        "max_iter": check.integer(self, "max_iter", 1), "seed": _seed(self.random_state),
+                        "algorithm": "lloyd"},
+            "embed": {"eigensolver": check.choice(self, "eigensolver", EIGENSOLVERS)},
+            "store": {"path": "<temporary>", "max_memory": check.max_memory(self)},
             "output": {"dir": "<none>", "plots": False},
         }
-
-    def _check_params(self, n):
-        if self.affinity not in AFFINITIES:
-            raise ValueError(f"affinity must be one of {', '.join(AFFINITIES)}, got {self.affinity!r}")
-        if self.normalization not in NORMALIZATIONS:
-            raise ValueError(f"normalization must be one of {', '.join(NORMALIZATIONS)}, got {self.normalization!r}")
-        from .knn import check_method
-        check_method(self.knn)                      # a UserError, i.e. a ValueError naming the choices
-        k = self.n_clusters
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-            raise ValueError(f"n_clusters must be an integer >= 1, got {k!r}")
-        if k >= n and k > 1:
-            raise ValueError(f"n_clusters={k} must be below n_samples={n}")
 
     def fit(self, X, y=None):
         """Cluster X.
@@ -252,13 +262,13 @@ class SpectralClustering(_PipelineEstimator):
         self
         """
         X = _check_X(self, X)
-        self._check_params(X.shape[0])
-        if self.n_clusters == 1:  # one cluster holds every sample; there is nothing to compute
+        config = self._config(X.shape[0])
+        if config["cluster"]["n_clusters"] == 1:  # one cluster holds every sample; there is nothing to compute
             self.labels_ = np.zeros(X.shape[0], dtype=np.int64)
             self.affinity_matrix_ = self.embedding_ = None
             self.inertia_, self.n_iter_, self.normalization_info_, self.gamma_ = float("nan"), 0, {}, None
             return self
-        res = run_estimator(self._config(_seed(self.random_state)), X, self.scheduler)
+        res = run_estimator(config, X, check.scheduler(self))
         self.gamma_ = res["record"].get("gamma_used", res["record"]["params"].get("gamma"))
         self.labels_ = res["labels"]
         self.affinity_matrix_ = res["K"]
@@ -338,9 +348,10 @@ class NMFClustering(_PipelineEstimator):
     ncw : bool, default=False
         Normalised cut weighting: documents weighted by ``d_i^(-1/2)``, ``d = K 1``.
     solver : {"mu", "hals"}, default="mu"
-        Linear model: multiplicative updates (the paper's) or fast HALS.
+        Linear model: multiplicative updates (the paper's) or fast HALS.  The bilinear model has
+        multiplicative updates only (``"hals"`` with it is an error).
     init : {"random", "nndsvd"}, default="random"
-        Linear model (the bilinear model starts at random).
+        Linear model; the bilinear model starts at random (``"nndsvd"`` with it is an error).
     n_init : int, default=10
         Restarts; the lowest objective wins.
     max_iter : int, default=500
@@ -381,20 +392,27 @@ class NMFClustering(_PipelineEstimator):
         self.max_memory = max_memory
         self.scheduler = scheduler
 
-    def _config(self, seed):
-        common = {"n_init": self.n_init, "max_iter": self.max_iter, "tol": float(self.tol), "ncw": bool(self.ncw)}
-        if self.model == "linear":
-            name, section = "nmf", {**common, "solver": self.solver, "init": self.init}
-        else:
-            name, section = "binmf", common
+    def _config(self, n):
+        """The pipeline config this estimator stands for, from its checked parameters (plain Python values)."""
+        from .nmf import INITS, SOLVERS
+        model = check.choice(self, "model", ("linear", "bilinear"))
+        solver, init = check.choice(self, "solver", SOLVERS), check.choice(self, "init", INITS)
+        if model == "bilinear" and (solver, init) != ("mu", "random"):
+            bad = "solver" if solver != "mu" else "init"
+            raise check.UserError(f"NMFClustering: {bad}={getattr(self, bad)!r} is for model='linear'; the bilinear "
+                                  "model has multiplicative updates from a random start only")
+        common = {"n_init": check.integer(self, "n_init", 1), "max_iter": check.integer(self, "max_iter", 1),
+                  "tol": check.real(self, "tol", 0.0), "ncw": check.boolean(self, "ncw")}
+        name, section = ("nmf", {**common, "solver": solver, "init": init}) if model == "linear" else ("binmf", common)
         return {
             "data": {"path": "<array>"},
             "preprocess": {"l2_normalize": False, "tfidf": False},
-            "affinity": {"kind": self.kernel, "gamma": _gamma(self.gamma), "n_neighbors": self.n_neighbors},
+            "affinity": {"kind": check.choice(self, "kernel", AFFINITIES), "gamma": check.gamma(self),
+                         "n_neighbors": check.integer(self, "n_neighbors", 2)},
             "method": {"names": [name]},
             name: section,
-            "cluster": {"n_clusters": self.n_clusters, "seed": seed},
-            "store": {"path": "<temporary>", "max_memory": self.max_memory},
+            "cluster": {"n_clusters": check.n_clusters(self, n), "seed": _seed(self.random_state)},
+            "store": {"path": "<temporary>", "max_memory": check.max_memory(self)},
             "output": {"dir": "<none>", "plots": False},
         }
 
@@ -408,13 +426,8 @@ class NMFClustering(_PipelineEstimator):
         y : ignored
         """
         X = _check_X(self, X)
-        if self.model not in ("linear", "bilinear"):
-            raise ValueError(f"model must be 'linear' or 'bilinear', got {self.model!r}")
-        if self.kernel not in AFFINITIES:
-            raise ValueError(f"kernel must be one of {', '.join(AFFINITIES)}, got {self.kernel!r}")
-        k = self.n_clusters
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1 or (k > X.shape[0]):
-            raise ValueError(f"n_clusters must be an integer between 1 and n_samples={X.shape[0]}, got {k!r}")
+        config = self._config(X.shape[0])
+        k = config["cluster"]["n_clusters"]
         if k == 1:  # one cluster holds every sample
             self.labels_ = np.zeros(X.shape[0], dtype=np.int64)
             self.components_ = self.document_factor_ = None
@@ -424,7 +437,7 @@ class NMFClustering(_PipelineEstimator):
             from sklearn.utils.validation import check_non_negative
             check_non_negative(X, "NMFClustering (model='linear'; the bilinear model takes any sign)")
         keep, Xk = _nonzero_rows(X, k, "NMFClustering", "document")
-        res = run_estimator(self._config(_seed(self.random_state)), Xk, self.scheduler)
+        res = run_estimator(config, Xk, check.scheduler(self))
         arrays = res["arrays"]
         W = arrays["U"] if self.model == "linear" else arrays["W"]
         if self.model == "linear":
@@ -516,32 +529,62 @@ class SubspaceClustering(_PipelineEstimator):
         self.max_memory = max_memory
         self.scheduler = scheduler
 
+    def _config(self, n, semi):
+        """The pipeline config this estimator stands for, from its checked parameters (plain Python values)."""
+        augment = check.choice(self, "augment", AUGMENTS)
+        features = check.choice(self, "features", ("pixels", "scattering"))
+        image = check.choice(self, "image", (None, "mnist", "coil20"))
+        n_neighbors = check.integer(self, "n_neighbors", 0)
+        if features == "scattering" and image is None and augment in (None, "interpolate"):
+            raise check.UserError("SubspaceClustering: features='scattering' needs the image layout: set "
+                                  "image='mnist' or 'coil20' (or augment to an image preset)")
+        if semi and n_neighbors == 0:
+            raise check.UserError("SubspaceClustering: a partially labelled y (AkS-SC) needs kNN supports: "
+                                  "n_neighbors >= 1")
+        if augment == "interpolate" and not semi:
+            raise check.UserError("SubspaceClustering: augment='interpolate' interpolates labelled samples; "
+                                  "it needs a partially labelled y in fit(X, y) (-1 = unlabelled)")
+        aksc = {"regularizer": check.choice(self, "regularizer", ("l1", "l2", "nuclear")),
+                "n_neighbors": n_neighbors, "augment": augment or "none", "lam": check.real(self, "lam", 0.0),
+                "alpha": check.real(self, "alpha", 0.0, strict=True),
+                "gamma": check.real(self, "gamma", 0.0, strict=True),
+                "n_interpolate": check.integer(self, "n_interpolate", 1), "semi_supervised": semi,
+                "features": features, "pca": check.integer(self, "pca", 0), "image": image or "auto"}
+        return {"data": {"path": "<array>"}, "preprocess": {"l2_normalize": False, "tfidf": False},
+                "method": {"names": ["aksc"]}, "aksc": aksc,
+                "cluster": {"n_clusters": check.n_clusters(self, n), "n_init": check.integer(self, "n_init", 1),
+                            "seed": _seed(self.random_state), "algorithm": "lloyd"},
+                "store": {"path": "<temporary>", "max_memory": check.max_memory(self)},
+                "output": {"dir": "<none>", "plots": False}}
+
     def fit(self, X, y=None):
-        """Cluster the rows of X (images flattened as the ``augment`` preset says); AkS-SC when y has -1 marks."""
+        """Cluster the rows of X (images flattened as the ``augment`` preset says); AkS-SC when y has -1 marks.
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix or dask.array of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,), optional
+            Integer class labels with -1 for unlabelled samples: the semi-supervised AkS-SC.  None, or a
+            ``y`` with no -1 or no label at all, clusters (and ignores ``y``).
+
+        Returns
+        -------
+        self
+        """
         X = _check_X(self, X)
-        k = self.n_clusters
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1 or (k >= X.shape[0] and k > 1):
-            raise ValueError(f"n_clusters must be an integer between 1 and n_samples - 1, got {k!r}")
-        ys, classes = _semi_labels(y, X.shape[0], k)
+        for stale in ("classes_", "label_distributions_"):    # from an earlier semi-supervised fit
+            self.__dict__.pop(stale, None)
+        ys, classes = check.semi_labels(self, y, X.shape[0])
+        cfg = self._config(X.shape[0], ys is not None)
+        k = cfg["cluster"]["n_clusters"]
         if k == 1:
             self.labels_ = np.zeros(X.shape[0], dtype=np.int64) if ys is None else np.full(X.shape[0], classes[0])
             self.affinity_matrix_ = self.embedding_ = None
             return self
-        cfg = {"data": {"path": "<array>"}, "preprocess": {"l2_normalize": False, "tfidf": False},
-               "method": {"names": ["aksc"]},
-               "aksc": {"regularizer": self.regularizer, "n_neighbors": self.n_neighbors,
-                        "augment": "none" if self.augment is None else self.augment, "lam": float(self.lam),
-                        "alpha": float(self.alpha), "gamma": float(self.gamma),
-                        "n_interpolate": self.n_interpolate, "semi_supervised": ys is not None,
-                        "features": self.features, "pca": self.pca, "image": self.image or "auto"},
-               "cluster": {"n_clusters": k, "n_init": self.n_init, "seed": _seed(self.random_state),
-                           "algorithm": "lloyd"},
-               "store": {"path": "<temporary>", "max_memory": self.max_memory},
-               "output": {"dir": "<none>", "plots": False}}
         keep, Xk = _nonzero_rows(X, k, "SubspaceClustering", "sample")
         yk = None if ys is None else (ys if keep is None else ys[keep])
-        res = run_estimator(cfg, Xk, self.scheduler, y=yk)
-        self.affinity_matrix_ = res["K"]  # over the non-zero samples
+        res = run_estimator(cfg, Xk, check.scheduler(self), y=yk)
+        self.affinity_matrix_ = _expand_square(keep, res["K"])   # a dropped (all-zero) sample has no links
         if ys is None:
             self.labels_, self.embedding_ = _expand(keep, res["labels"], res["E"])
             return self
@@ -553,22 +596,3 @@ class SubspaceClustering(_PipelineEstimator):
     def fit_predict(self, X, y=None):
         """Cluster X (AkS-SC when y has -1 marks) and return ``labels_``."""
         return self.fit(X, y).labels_
-
-
-def _semi_labels(y, n, k):
-    """``(codes 0..K-1 with -1 kept, classes)`` when y marks some samples -1 and labels others, else (None, None)."""
-    if y is None:
-        return None, None
-    y = np.asarray(y)
-    if y.ndim != 1 or y.shape[0] != n or not np.issubdtype(y.dtype, np.integer):
-        return None, None        # not a semi-supervised label vector: ignored, as clusterers ignore y
-    lab = y != -1
-    if lab.all() or not lab.any():
-        return None, None
-    classes = np.unique(y[lab])
-    if classes.size != k:
-        raise ValueError(f"y labels samples of {classes.size} classes but n_clusters={k}: AkS-SC needs at least "
-                         "one labelled sample in every cluster (set n_clusters to the number of labelled classes)")
-    codes = np.full(n, -1, dtype=np.int64)
-    codes[lab] = np.searchsorted(classes, y[lab])
-    return codes, classes

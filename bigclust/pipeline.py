@@ -12,6 +12,7 @@ stages downstream of it.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import time
@@ -315,6 +316,17 @@ def _fmt(params: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items() if k != "in")
 
 
+@contextlib.contextmanager
+def _naming(path):
+    """Re-raise a :class:`UserError` as the same class with ``"<config>: "`` in front, unless it names it."""
+    try:
+        yield
+    except UserError as e:
+        if str(e).startswith(str(path)):
+            raise
+        raise type(e)(f"{path}: {e}") from None
+
+
 def run(config_path, *, scheduler: str | None = None, out: str | None = None, force: bool = False,
         store: str | None = None):
     """Run the pipeline described by a config file.
@@ -341,19 +353,20 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
     from . import labels as labels_out, report
 
     cfg = load(config_path)
-    out_dir = Path(out) if out else cfg.resolve(cfg.sections["output"]["dir"])
-    store_path = Path(store) if store else cfg.resolve(cfg.sections["store"]["path"])
-    check_writable(out_dir, "output folder")
-    check_writable(store_path, "store")
-    check_out_dir(out_dir, cfg, force)
-    points = list(cfg.points())
-    for point in points:  # sizes known from the registry are checked before any work
-        _precheck(cfg, point)
-    grouped = {m: instances(cfg, points, get_method(m)) for m in cfg.methods}  # refused before any work
-    dk = cfg.sections["dask"]
-    scheduler = scheduler if scheduler is not None else dk["scheduler"]
-    check_scheduler(scheduler)
-    store = Store(store_path, owner=_owner(cfg), force=force)
+    with _naming(cfg.path):     # every refusal before any work names the config it is about
+        out_dir = Path(out) if out else cfg.resolve(cfg.sections["output"]["dir"])
+        store_path = Path(store) if store else cfg.resolve(cfg.sections["store"]["path"])
+        check_writable(out_dir, "output folder")
+        check_writable(store_path, "store")
+        check_out_dir(out_dir, cfg, force)
+        points = list(cfg.points())
+        for point in points:  # sizes known from the registry are checked before any work
+            _precheck(cfg, point)
+        grouped = {m: instances(cfg, points, get_method(m)) for m in cfg.methods}  # refused before any work
+        dk = cfg.sections["dask"]
+        scheduler = scheduler if scheduler is not None else dk["scheduler"]
+        check_scheduler(scheduler)
+        store = Store(store_path, owner=_owner(cfg), force=force)
     log(f"bigclust {__version__}: {cfg.path}: {len(points)} sweep point(s) x {len(cfg.methods)} method(s), "
         f"store {store.path}")
     t0 = time.perf_counter()

@@ -25,6 +25,16 @@ def blobs(n=150, k=3, d=5, seed=0, sep=6.0):
     return np.abs(X).astype(np.float32) + 0.01, y
 
 
+def docs(n=180, k=3, d=24, seed=0):
+    """Non-negative 'documents': each class uses its own block of terms, plus sparse noise."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % k
+    X = rng.random((n, d)) * (rng.random((n, d)) < 0.15)
+    for c in range(k):
+        X[y == c, c * (d // k):(c + 1) * (d // k)] += rng.random(((y == c).sum(), d // k)) * 2
+    return X, y
+
+
 @pytest.fixture
 def blob_file(tmp_path):
     X, y = blobs()

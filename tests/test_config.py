@@ -48,7 +48,8 @@ def test_hash_depends_on_content_not_spelling():
     ({"cluster": {"n_init": 2.5}}, "[cluster] n_init: expected an integer"),
     ({"cluster": {"n_init": True}}, "[cluster] n_init: expected an integer"),
     ({"cluster": {"n_clusters": 1}}, "[cluster] n_clusters: expected 0 (= number of classes) or >= 2"),
-    ({"method": {"names": ["bbs", "spectral"]}}, "[method] names: expected a non-empty list"),
+    ({"method": {"names": ["bbs", "spectral"]}}, "[method] names: unknown method 'spectral'; the methods are kmeans,"),
+    ({"method": {"names": []}}, "[method] names: expected a non-empty list of method names, got []"),
     ({"bbs": {"solver": "newton"}}, "[bbs] solver: expected one of"),
     ({"method": {"names": ["bbs", "bbs"]}}, "lists a method twice"),
     ({"method": {"solver": "dual"}}, "[method] solver has moved to the method sections: [bbs] solver"),
@@ -68,6 +69,19 @@ def test_errors_name_file_key_and_expectation(over, needle):
     msg = str(e.value)
     assert needle in msg
     assert msg.startswith("x.toml") and "\n" not in msg
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("n_clusters", 3, "key 'n_clusters' is outside any section; every key belongs in one, e.g. [cluster]"),
+    ("gamma", 1.0, "key 'gamma' is outside any section; every key belongs in one, e.g. [affinity] or [aksc]"),
+    ("cluster", 3, "key 'cluster' is outside any section; every key belongs in one, e.g. [cluster]"),
+    ("typo", 1, "key 'typo' is outside any section; every key belongs in one, e.g. the section it configures"),
+])
+def test_key_above_the_first_section_is_named_as_such(key, value, needle):
+    # in TOML a key above the first [section] header is a top-level key, not an unknown section
+    with pytest.raises(ConfigError) as e:
+        from_dict({**BASE, key: value}, "x.toml")
+    assert str(e.value) == f"x.toml: {needle}"
 
 
 def test_store_and_output_default_beside_the_config(tmp_path):

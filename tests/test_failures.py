@@ -230,6 +230,7 @@ def test_scheduler_address_without_port(tmp_path, small, make_config):
     for addr in ("foo", "tcp://127.0.0.1"):
         r = _cli("pipeline", "run", str(cfg), "--scheduler", addr)
         assert _one_error_line(r, "is not an address"), r.stderr
+        assert f"error: {cfg}: scheduler {addr!r}" in r.stderr      # names the config the run was for
     _with(cfg, "[store]", '[dask]\nscheduler = "foo"\n[store]')
     r = _cli("pipeline", "validate", str(cfg))
     assert _one_error_line(r, "is not an address"), r.stderr
@@ -388,8 +389,9 @@ def test_kill_while_writing_the_report_then_same_command_resumes(tmp_path, small
     assert not list(out.glob(".*.tmp-*"))
     # and another config is still refused there, with its files kept
     other = _with(make_config(small, name="other.toml"), "n_init = 5", "n_init = 4")
-    with pytest.raises(StoreError, match="holds results of another config"):
+    with pytest.raises(StoreError, match="holds results of another config") as e:
         run(other)
+    assert str(e.value).startswith(f"{other}: output folder ")
 
 
 # -- 11. a stage is never committed under a key its parameters do not hash to ------------------------------

@@ -16,7 +16,7 @@ from bigclust.normalize import rc
 from bigclust.pipeline import run
 from bigclust.store import Store, read_matrix
 
-from conftest import blobs
+from conftest import blobs, docs as _docs
 
 NEGATIVE = "check_clustering feeds standardised blobs with negative entries although the positive_only tag is set"
 EXPECTED = {
@@ -45,16 +45,6 @@ def test_rc_is_the_smallest_laplacian_eigenvectors():
     # the same invariant subspace: principal angles ~ 0
     s = scipy.linalg.svdvals(small.T @ top)
     np.testing.assert_allclose(s, 1.0, atol=1e-8)
-
-
-def _docs(n=180, k=3, d=24, seed=0):
-    """Non-negative 'documents': each class uses its own block of terms, plus sparse noise."""
-    rng = np.random.default_rng(seed)
-    y = np.arange(n) % k
-    X = rng.random((n, d)) * (rng.random((n, d)) < 0.15)
-    for c in range(k):
-        X[y == c, c * (d // k):(c + 1) * (d // k)] += rng.random(((y == c).sum(), d // k)) * 2
-    return X, y
 
 
 def _final(store, stage):

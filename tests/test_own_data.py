@@ -306,6 +306,8 @@ def test_public_api_is_listed():
     for n in names:
         assert getattr(bigclust, n) is not None
     assert issubclass(bigclust.UserError, ValueError)
+    from sklearn.exceptions import ConvergenceWarning
+    assert issubclass(bigclust.ConvergenceWarning, ConvergenceWarning) and "ConvergenceWarning" in names
 
 
 def test_docstrings_reference_nothing_outside_the_package():

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from ..convergence import ConvergenceWarning
 from ..errors import DataError, UserError
 
 
-class NMFConvergenceWarning(RuntimeWarning):
+class NMFConvergenceWarning(ConvergenceWarning):
     """An NMF run stopped on ``max_iter`` before its relative objective change reached ``tol``."""
 
 

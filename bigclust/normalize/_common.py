@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from ..convergence import ConvergenceWarning
 from ..errors import DataError, UserError
 
 
-class NormalizeConvergenceWarning(RuntimeWarning):
+class NormalizeConvergenceWarning(ConvergenceWarning):
     """A scaling or BBS solver stopped before reaching its tolerance."""
 
 

@@ -123,7 +123,8 @@ def lrr(Xs, dictionary, neighbors, lam, *, rho=None, rho_max=1e8, eta=1.1, tol=1
                                 rho_max=rho_max, eta=eta, tol=tol, max_iter=max_iter, svt_method=svt_method,
                                 rank=rank, random_state=random_state, kernels=_numba)
     if not conv:
-        warnings.warn(f"LRR: inexact ALM reached max_iter={max_iter} before tol={tol}", RuntimeWarning,
+        from .selfexpr import ConvergenceWarning
+        warnings.warn(f"LRR: inexact ALM reached max_iter={max_iter} before tol={tol}", ConvergenceWarning,
                       stacklevel=3)
     from .selfexpr import _assemble
     Cs = _assemble(neighbors, C, dictionary)

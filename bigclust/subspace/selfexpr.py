@@ -34,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import progress
+from ..convergence import ConvergenceWarning as _ConvergenceWarning
 from ..errors import DataError, UserError
 from .dictionary import Dictionary, _unit_rows
 
@@ -50,8 +51,8 @@ RHO_L1 = 0.1
 RELAX = 1.8
 
 
-class ConvergenceWarning(RuntimeWarning):
-    """Some columns stopped on ``max_iter`` before the ADMM residual tests were met."""
+class ConvergenceWarning(_ConvergenceWarning):
+    """Some columns stopped on ``max_iter`` before the ADMM residual tests were met (or LRR's ALM before tol)."""
 
 
 def _kernels():

@@ -1,0 +1,143 @@
+"""Estimator parameters and ``y`` the scikit-learn way: NumPy scalars from a parameter grid work, every bad
+value is a one-line ValueError naming the estimator's parameter (not a config key), nothing is silently
+ignored, no attribute of an earlier fit survives, Dask and NumPy input treat all-zero rows alike, and
+stopping on an iteration budget is scikit-learn's ConvergenceWarning."""
+import warnings
+
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import ParameterGrid
+
+from bigclust.estimators import NMFClustering, SpectralClustering, SubspaceClustering
+
+from conftest import blobs, docs
+
+
+def _docs():
+    return docs(n=90)
+
+
+def _union(n_per=20, n_sub=3, dim=2, d=20, seed=1):
+    rng = np.random.default_rng(seed)
+    bases = [np.linalg.qr(rng.normal(size=(d, dim)))[0] for _ in range(n_sub)]
+    X = np.vstack([rng.normal(size=(n_per, dim)) @ B.T for B in bases]) + 0.01 * rng.normal(size=(n_per * n_sub, d))
+    perm = rng.permutation(n_per * n_sub)
+    return X[perm], np.repeat(np.arange(n_sub), n_per)[perm]
+
+
+def test_numpy_scalars_from_a_parameter_grid_are_plain_values():
+    X, _ = _docs()
+    ref = NMFClustering(3, n_init=2, max_iter=60, tol=1e-4, ncw=True, random_state=0).fit(X).labels_
+    grid = ParameterGrid({"n_clusters": np.array([3]), "n_init": np.array([2]), "max_iter": np.array([60]),
+                          "tol": np.array([1e-4]), "ncw": np.array([True]), "random_state": np.array([0])})
+    (params,) = list(grid)
+    assert isinstance(params["n_clusters"], np.integer) and isinstance(params["ncw"], np.bool_)
+    np.testing.assert_array_equal(clone(NMFClustering()).set_params(**params).fit(X).labels_, ref)
+    Xb, _ = blobs(n=60, k=3)
+    a = SpectralClustering(3, n_init=3, n_neighbors=10, gamma="median", random_state=1).fit(Xb).labels_
+    b = SpectralClustering(np.int64(3), n_init=np.int32(3), n_neighbors=np.int64(10), gamma="median",
+                           n_iter=np.int64(1000), tol=np.float64(0.0), random_state=np.int64(1)).fit(Xb).labels_
+    np.testing.assert_array_equal(a, b)
+    Xs, _ = _union()
+    a = SubspaceClustering(3, n_neighbors=6, n_init=3, random_state=2).fit(Xs).labels_
+    b = SubspaceClustering(np.int64(3), n_neighbors=np.int64(6), n_init=np.int64(3), alpha=np.float64(20.0),
+                           random_state=2).fit(Xs).labels_
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("est, match", [
+    (NMFClustering(3, ncw="no"), r"^NMFClustering: ncw must be True or False, got 'no'$"),
+    (NMFClustering(3, tol="x"), r"^NMFClustering: tol must be a finite number >= 0, got 'x'$"),
+    (NMFClustering(3, tol=float("nan")), r"^NMFClustering: tol must be a finite number"),
+    (NMFClustering(3, n_init=2.0), r"^NMFClustering: n_init must be an integer >= 1, got 2\.0$"),
+    (NMFClustering(3, solver="foo"), r"^NMFClustering: solver must be one of 'mu', 'hals', got 'foo'$"),
+    (NMFClustering(3, model="bilinear", solver="hals"), r"^NMFClustering: solver='hals' is for model='linear'"),
+    (NMFClustering(3, model="bilinear", init="nndsvd"), r"^NMFClustering: init='nndsvd' is for model='linear'"),
+    (NMFClustering(90), r"^NMFClustering: n_clusters=90 must be below n_samples=90$"),
+    (NMFClustering(3, max_memory="lots"), r"^NMFClustering: max_memory must be a size like"),
+    (SpectralClustering(3, l2_normalize="yes"), r"^SpectralClustering: l2_normalize must be True or False"),
+    (SpectralClustering(3, eigensolver="arpack"), r"^SpectralClustering: eigensolver must be one of 'auto'"),
+    (SpectralClustering(3, gamma="wide"), r'^SpectralClustering: gamma must be a number > 0 or "median"'),
+    (SpectralClustering(True), r"^SpectralClustering: n_clusters must be an integer >= 1, got True$"),
+    (SpectralClustering(3, scheduler=8786), r"^SpectralClustering: scheduler must be None or"),
+    (SubspaceClustering(3, lam="x"), r"^SubspaceClustering: lam must be a finite number >= 0, got 'x'$"),
+    (SubspaceClustering(3, alpha=0), r"^SubspaceClustering: alpha must be a finite number > 0, got 0$"),
+    (SubspaceClustering(3, augment="none"), r"^SubspaceClustering: augment must be one of None, 'coil20'"),
+    (SubspaceClustering(3, features="scattering"), r"^SubspaceClustering: features='scattering' needs the image "
+                                                   r"layout: set image='mnist' or 'coil20'"),
+    (SubspaceClustering(3, augment="interpolate"), r"^SubspaceClustering: augment='interpolate' .* partially "
+                                                   r"labelled y"),
+])
+def test_bad_parameter_is_one_line_naming_it(est, match):
+    X, _ = _docs()
+    with pytest.raises(ValueError, match=match) as e:
+        est.fit(X)
+    assert "\n" not in str(e.value) and "[" not in str(e.value)   # no config section: the user wrote no config
+
+
+def test_semi_supervised_y_is_checked_not_ignored():
+    X, y = _union()
+    est = SubspaceClustering(3, n_neighbors=6, n_init=2, random_state=0)
+    semi = np.full(y.size, -1)
+    semi[[np.flatnonzero(y == c)[0] for c in range(3)]] = np.arange(3)
+    for bad, match in ((semi[:-1], r"y has 59 labels but X has 60 samples"),
+                       (semi[:, None], r"y must be 1-D"),
+                       (semi.astype(str), r"y must hold integer class labels .* got dtype <U"),
+                       (np.where(semi < 0, np.nan, semi), r"y\[\d+\] = nan"),
+                       (semi + 0.5, r"y\[0\] = 0?-?0?\.5")):
+        with pytest.raises(ValueError, match=match) as e:
+            clone(est).fit(X, bad)
+        assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match=r"^SubspaceClustering: a partially labelled y \(AkS-SC\) needs kNN supports"):
+        clone(est).set_params(n_neighbors=0).fit(X, semi)
+    # -1.0 marks in a float y are the same semi-supervised fit as in an integer y
+    a = clone(est).fit(X, semi)
+    b = clone(est).fit(X, semi.astype(np.float64))
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.classes_, [0, 1, 2])
+    # a later unsupervised fit of the same estimator leaves nothing of the semi-supervised one behind
+    a.fit(X)
+    assert not hasattr(a, "classes_") and not hasattr(a, "label_distributions_") and a.embedding_ is not None
+
+
+def test_all_zero_rows_alike_for_numpy_and_dask():
+    X, y = _docs()
+    X[[5, 17]] = 0.0
+    kw = dict(n_clusters=3, n_init=2, random_state=0)
+    with pytest.warns(RuntimeWarning, match="2 all-zero document"):
+        a = NMFClustering(**kw).fit(X)
+    with pytest.warns(RuntimeWarning, match="2 all-zero document"):
+        b = NMFClustering(**kw).fit(da.from_array(X, chunks=(25, 24)))
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    assert a.labels_[5] == a.labels_[17] == -1 and (a.labels_ >= 0).sum() == 88
+    Xs, _ = _union()
+    Xs[7] = 0.0
+    with pytest.warns(RuntimeWarning, match="1 all-zero sample"):
+        s = SubspaceClustering(3, n_neighbors=6, n_init=2, random_state=0).fit(Xs)
+    W = s.affinity_matrix_
+    assert sp.issparse(W) and W.shape == (60, 60) and W[7].nnz == 0 and W[:, 7].nnz == 0
+    assert s.labels_[7] == -1 and s.embedding_.shape == (60, 3)
+    with pytest.warns(RuntimeWarning, match="1 all-zero sample"):
+        t = SubspaceClustering(3, n_neighbors=6, n_init=2, random_state=0).fit(da.from_array(Xs, chunks=(16, 20)))
+    np.testing.assert_array_equal(s.labels_, t.labels_)
+
+
+def test_iteration_budget_is_sklearns_convergence_warning():
+    from bigclust.nmf import NMFConvergenceWarning
+    from bigclust.normalize import NormalizeConvergenceWarning
+    from bigclust.subspace import ConvergenceWarning as SubspaceConvergenceWarning
+    for w in (NMFConvergenceWarning, NormalizeConvergenceWarning, SubspaceConvergenceWarning):
+        assert issubclass(w, ConvergenceWarning) and issubclass(w, RuntimeWarning)
+    X, _ = _docs()
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        NMFClustering(3, n_init=1, max_iter=3, random_state=0).fit(X)
+    assert any(issubclass(r.category, ConvergenceWarning) and "max_iter=3" in str(r.message) for r in rec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)     # what a grid search silencing it would do
+        warnings.filterwarnings("ignore", category=ConvergenceWarning)
+        NMFClustering(3, n_init=1, max_iter=3, random_state=0).fit(X)
