@@ -124,11 +124,31 @@ def write(out_dir, records, cfg, *, plots=True, trials=(), picks=(), store=None)
     _write_run_json(out_dir, cfg, complete=True)
 
 
+def numerics() -> dict:
+    """What the last bits of a run depend on besides the code and the data.
+
+    ``blas``: each loaded BLAS library and the CPU kernel it dispatched to (OpenBLAS picks it by CPU at load
+    time; ``OPENBLAS_CORETYPE`` overrides it), ``blas_threads`` and ``numba_threads``: how many threads split
+    the products and the parallel loops.  A change of any of them can move a sum by an ulp and, through a
+    nearly tied k-means restart, a score; :func:`verify` names them when bits differ.
+    """
+    import numba
+    from threadpoolctl import threadpool_info
+    blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    return {"blas": sorted({f"{i['internal_api']} {i.get('architecture')}" for i in blas}),
+            "blas_threads": max((int(i["num_threads"]) for i in blas), default=0),
+            "numba_threads": int(numba.config.NUMBA_NUM_THREADS)}
+
+
+def _numerics_text(d) -> str:
+    return f"{', '.join(d['blas']) or 'no BLAS'} with {d['blas_threads']} threads, {d['numba_threads']} Numba threads"
+
+
 def _write_run_json(out_dir, cfg, *, complete: bool):
     _atomic_write(out_dir / "run.json", json.dumps({
         "config_hash": cfg.hash, "config_file": str(cfg.path.resolve()), "bigclust_version": __version__,
         "complete": complete, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z") if complete else None,
-        "config": cfg.sections}, indent=1, default=str))
+        **numerics(), "config": cfg.sections}, indent=1, default=str))
 
 
 TABLES = (("acc_avg", "Table II: average accuracy"), ("nmi_avg", "Table III: average NMI"),
@@ -305,7 +325,8 @@ def verify(results_dir, config=None, *, scheduler=None) -> tuple[bool, str]:
     -------
     (ok, text)
         ``ok`` when every record's acc/nmi avg and max are equal to the last
-        bit; ``text`` a line per record.
+        bit; ``text`` a line per record (and, after a difference, the BLAS kernels
+        here and when the results were made: bits depend on them, see :func:`numerics`).
     """
     import tempfile
 
@@ -313,9 +334,9 @@ def verify(results_dir, config=None, *, scheduler=None) -> tuple[bool, str]:
 
     results_dir = Path(results_dir)
     committed = json.loads((results_dir / "results.json").read_text())
+    made = json.loads((results_dir / "run.json").read_text())
     if config is None:
-        name = Path(json.loads((results_dir / "run.json").read_text())["config_file"]).name
-        config = results_dir.parent.parent / name
+        config = results_dir.parent.parent / Path(made["config_file"]).name
     with tempfile.TemporaryDirectory(prefix="bigclust-verify-") as tmp:  # a new store: every stage recomputed
         fresh = run(config, scheduler=scheduler, out=f"{tmp}/out", store=f"{tmp}/store.zarr")
     key = lambda r: (r["method"], r["params"].get("gamma"), r["params"].get("n_neighbors"))  # noqa: E731
@@ -330,6 +351,15 @@ def verify(results_dir, config=None, *, scheduler=None) -> tuple[bool, str]:
                                  for s in SCORES))
     lines.append(f"{sum(ln.startswith('same') for ln in lines)} of {len(committed)} records reproduced exactly"
                  + ("" if len(fresh) == len(committed) else f"; the re-run has {len(fresh)} records"))
+    here = numerics()
+    then = {k: made[k] for k in here if k in made}
+    if not ok and then and any(then[k] != here[k] for k in then):
+        then = {**here, **then}
+        lines.append(f"Numerics here: {_numerics_text(here)}; when the results were made: {_numerics_text(then)}. "
+                     "Bits are only comparable under the same: re-run with "
+                     f"OPENBLAS_CORETYPE={then['blas'][0].split()[-1] if then['blas'] else '?'} "
+                     f"OPENBLAS_NUM_THREADS={then['blas_threads']} NUMBA_NUM_THREADS={then['numba_threads']} "
+                     "(on a CPU that has that kernel)")
     return ok, "\n".join(lines)
 
 

@@ -10,8 +10,23 @@ scheduler lost mid-run is one line saying that the same command resumes.
 from __future__ import annotations
 
 import contextlib
+import os
 
 from .errors import UserError
+
+
+@contextlib.contextmanager
+def keep_environ():
+    """Give ``os.environ`` back as it was: a ``dask.distributed`` Nanny sets its workers' ``OMP_NUM_THREADS=1``
+    (and MKL's, OpenBLAS's) in the process that starts it and leaves them there (dask/distributed#6749), which
+    would make every later subprocess of ours run single-threaded and compute other last bits."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        for k in set(os.environ) - set(saved):
+            del os.environ[k]
+        os.environ.update(saved)
 
 
 @contextlib.contextmanager
@@ -39,8 +54,8 @@ def dask_client(scheduler: str | None, n_workers: int = 1, probe: bool = True):
     from distributed import Client, LocalCluster
 
     if scheduler == "local-cluster":
-        with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+        with keep_environ(), LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                          dashboard_address=None) as cluster, Client(cluster) as client:
             yield client
         return
     timeout = f"{SCHEDULER_TIMEOUT:g}s"

@@ -16,6 +16,15 @@ def data_root():
     return Path(root)
 
 
+@pytest.fixture(autouse=True)
+def _environ_unchanged():
+    """Each test leaves ``os.environ`` as it found it: a LocalCluster a test starts sets OMP/MKL/OPENBLAS_NUM_THREADS
+    = 1 in this process (dask/distributed#6749), which later tests' subprocesses would inherit."""
+    from bigclust.scheduler import keep_environ
+    with keep_environ():
+        yield
+
+
 def blobs(n=150, k=3, d=5, seed=0, sep=6.0):
     """Well separated Gaussian blobs with positive coordinates (L2-normalisable)."""
     rng = np.random.default_rng(seed)

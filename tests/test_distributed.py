@@ -37,3 +37,14 @@ def test_local_cluster_labels_equal_local_run(tmp_path, make_config):
         np.testing.assert_array_equal(labels_local[k], labels_dist[k])
     for a, b in zip(local, dist):
         assert a["method"] == b["method"] and a["acc_avg"] == b["acc_avg"] and a["nmi_max"] == b["nmi_max"]
+
+
+def test_local_cluster_scheduler_leaves_the_environment_as_it_was():
+    # a Nanny sets OMP/MKL/OPENBLAS_NUM_THREADS=1 in the process that starts it (dask/distributed#6749)
+    import os
+
+    from bigclust.scheduler import dask_client
+    before = dict(os.environ)
+    with dask_client("local-cluster", 1) as client:
+        assert client.submit(lambda: os.environ.get("OMP_NUM_THREADS")).result() == "1"  # the workers keep theirs
+    assert dict(os.environ) == before

@@ -289,3 +289,24 @@ def test_minibatch_runs_on_sparse_data(tmp_path, make_config):
     assert recs[0]["acc_avg"] > 0.95
     s = Store(tmp_path / "store.zarr")
     assert {s.open("cluster", k).attrs["algorithm"] for k in s.stage_keys("cluster")} == {"minibatch"}
+
+
+def test_verify_names_the_numerics_when_bits_differ(tmp_path, blob_file, make_config):
+    from bigclust.report import numerics, verify
+    cfg = make_config(blob_file)
+    run(cfg)
+    out = tmp_path / "out"
+    made = json.loads((out / "run.json").read_text())
+    assert {k: made[k] for k in ("blas", "blas_threads", "numba_threads")} == numerics()
+    ok, text = verify(out, cfg)
+    assert ok and "Numerics" not in text                      # same machine, same bits: nothing to explain
+    rec = json.loads((out / "results.json").read_text())
+    rec[0]["acc_avg"] += 1e-12                                # as if another machine had made them
+    (out / "results.json").write_text(json.dumps(rec))
+    ok, text = verify(out, cfg)
+    assert not ok and "Numerics" not in text                  # same numerics: a real difference, no excuse offered
+    (out / "run.json").write_text(json.dumps({**made, "blas": ["openblas SkylakeX"], "blas_threads": 7}))
+    ok, text = verify(out, cfg)
+    last = text.splitlines()[-1]
+    assert not ok and last.startswith("Numerics here: ") and "when the results were made: openblas SkylakeX with 7 " \
+        "threads" in last and "OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=7 NUMBA_NUM_THREADS=" in last
