@@ -27,6 +27,7 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 
 from . import _estimator_params as check
+from .errors import UserError
 
 AFFINITIES = ("gaussian", "knn", "linear", "cosine", "cosine2")
 NORMALIZATIONS = ("bbs", "sk", "ncut", "ra", "rc")
@@ -399,7 +400,7 @@ class NMFClustering(_PipelineEstimator):
         solver, init = check.choice(self, "solver", SOLVERS), check.choice(self, "init", INITS)
         if model == "bilinear" and (solver, init) != ("mu", "random"):
             bad = "solver" if solver != "mu" else "init"
-            raise check.UserError(f"NMFClustering: {bad}={getattr(self, bad)!r} is for model='linear'; the bilinear "
+            raise UserError(f"NMFClustering: {bad}={getattr(self, bad)!r} is for model='linear'; the bilinear "
                                   "model has multiplicative updates from a random start only")
         common = {"n_init": check.integer(self, "n_init", 1), "max_iter": check.integer(self, "max_iter", 1),
                   "tol": check.real(self, "tol", 0.0), "ncw": check.boolean(self, "ncw")}
@@ -536,13 +537,13 @@ class SubspaceClustering(_PipelineEstimator):
         image = check.choice(self, "image", (None, "mnist", "coil20"))
         n_neighbors = check.integer(self, "n_neighbors", 0)
         if features == "scattering" and image is None and augment in (None, "interpolate"):
-            raise check.UserError("SubspaceClustering: features='scattering' needs the image layout: set "
+            raise UserError("SubspaceClustering: features='scattering' needs the image layout: set "
                                   "image='mnist' or 'coil20' (or augment to an image preset)")
         if semi and n_neighbors == 0:
-            raise check.UserError("SubspaceClustering: a partially labelled y (AkS-SC) needs kNN supports: "
+            raise UserError("SubspaceClustering: a partially labelled y (AkS-SC) needs kNN supports: "
                                   "n_neighbors >= 1")
         if augment == "interpolate" and not semi:
-            raise check.UserError("SubspaceClustering: augment='interpolate' interpolates labelled samples; "
+            raise UserError("SubspaceClustering: augment='interpolate' interpolates labelled samples; "
                                   "it needs a partially labelled y in fit(X, y) (-1 = unlabelled)")
         aksc = {"regularizer": check.choice(self, "regularizer", ("l1", "l2", "nuclear")),
                 "n_neighbors": n_neighbors, "augment": augment or "none", "lam": check.real(self, "lam", 0.0),
