@@ -27,8 +27,8 @@ def log(msg: str):
     print(msg, file=sys.stderr, flush=True)
 
 
-def check_out_dir(out_dir: Path, cfg: Config, force: bool):
-    """Refuse an output folder that holds another run's results (unless ``force``)."""
+def check_out_dir(out_dir: Path, cfg: Config, replace: bool):
+    """Refuse an output folder that holds another run's results (unless ``replace``)."""
     if not out_dir.exists():
         return
     if not out_dir.is_dir():
@@ -46,10 +46,10 @@ def check_out_dir(out_dir: Path, cfg: Config, force: bool):
             prev = None
     if prev == cfg.hash:
         return
-    if not force:
+    if not replace:
         what = f"results of another config (hash {prev})" if prev else "files not written by this config"
-        raise StoreError(f"output folder {out_dir} holds {what}; choose another --out or pass --force "
-                         "(which moves them to a replaced-* subfolder)")
+        raise StoreError(f"output folder {out_dir} holds {what}; choose another --out, or pass --replace "
+                         "(moves them to a replaced-* subfolder; finished stages are reused)")
 
 
 def _clean_partial_writes(out_dir: Path):

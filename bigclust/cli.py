@@ -54,17 +54,18 @@ def pipeline():
 @click.option("--scheduler", default=None, help="Dask scheduler address (tcp://HOST:PORT), "
               "'local-cluster' or 'synchronous'; overrides [dask] scheduler.")
 @click.option("--out", default=None, help="Output folder; overrides [output] dir.")
-@click.option("--force", is_flag=True, help="Recompute finished stages; replace another run's output "
-              "folder (its files are moved to a replaced-* subfolder).")
+@click.option("--replace", is_flag=True, help="Write into an output folder holding another run's results "
+              "(they are moved to a replaced-* subfolder); finished stages are reused.")
+@click.option("--force", is_flag=True, help="Recompute finished stages (implies --replace).")
 @click.option("--quiet", "-q", is_flag=True, help="Only the stage lines on stderr: no progress bars "
               "(bars show only when stderr is a terminal anyway; BIGCLUST_PROGRESS=1 forces them).")
-def pipeline_run(config, scheduler, out, force, quiet):
+def pipeline_run(config, scheduler, out, replace, force, quiet):
     """Run the pipeline described by CONFIG (a TOML file)."""
     from .pipeline import run
     from .progress import set_quiet
     set_quiet(quiet)
     try:
-        run(config, scheduler=scheduler, out=out, force=force)
+        run(config, scheduler=scheduler, out=out, force=force, replace=replace)
     finally:
         set_quiet(False)
 

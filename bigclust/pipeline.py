@@ -328,7 +328,7 @@ def _naming(path):
 
 
 def run(config_path, *, scheduler: str | None = None, out: str | None = None, force: bool = False,
-        store: str | None = None):
+        replace: bool = False, store: str | None = None):
     """Run the pipeline described by a config file.
 
     Parameters
@@ -341,8 +341,11 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
     store : str, optional
         Overrides ``[store] path``.
     force : bool
-        Recompute finished stages and replace another run's output folder
-        (its files are moved to a ``replaced-*`` subfolder, not deleted).
+        Recompute finished stages; implies ``replace``.
+    replace : bool
+        Write into an output folder that holds another run's results (e.g.
+        after a value was added to a sweep): its files are moved to a
+        ``replaced-*`` subfolder, not deleted; finished stages are reused.
 
     Returns
     -------
@@ -358,7 +361,8 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
         store_path = Path(store) if store else cfg.resolve(cfg.sections["store"]["path"])
         check_writable(out_dir, "output folder")
         check_writable(store_path, "store")
-        check_out_dir(out_dir, cfg, force)
+        replace = replace or force
+        check_out_dir(out_dir, cfg, replace)
         points = list(cfg.points())
         for point in points:  # sizes known from the registry are checked before any work
             _precheck(cfg, point)
@@ -375,7 +379,7 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
         records, finals = execute(runner, points, grouped)
     seed = points[0]["cluster"]["seed"]
     picks = labels_out.collect(store, records, finals, runner.chains, seed=seed)  # adds restart_picked, ...
-    if force and out_dir.exists():
+    if replace and out_dir.exists():
         _archive_out_dir(out_dir)
     report.write(out_dir, records, cfg, plots=cfg.sections["output"]["plots"], trials=runner.trials, picks=picks,
                  store=store)

@@ -80,6 +80,20 @@ def test_out_dir_of_another_run_is_refused_and_kept(tmp_path, blob_file, make_co
     assert len(kept) == 1 and kept[0].read_text() == before
 
 
+def test_replace_moves_old_results_and_reuses_stages(tmp_path, blob_file, make_config):
+    cfg = make_config(blob_file)
+    run(cfg)
+    before = (tmp_path / "out" / "results.json").read_text()
+    cfg.write_text(cfg.read_text().replace("n_init = 5", "n_init = 6"))   # a changed config, same upstream stages
+    r = _cli("pipeline", "run", str(cfg), "--replace", "-q")
+    assert r.returncode == 0, r.stderr
+    kept = list((tmp_path / "out").glob("replaced-*/results.json"))
+    assert len(kept) == 1 and kept[0].read_text() == before
+    assert "ingest" in r.stderr and "finished earlier, skipped" in r.stderr   # not recomputed, unlike --force
+    assert json.loads((tmp_path / "out" / "run.json").read_text())["config_hash"] != json.loads(
+        (kept[0].parent / "run.json").read_text())["config_hash"]
+
+
 def test_store_of_other_data_is_refused(tmp_path, blob_file, make_config):
     run(make_config(blob_file))
     X, y = blobs(seed=5)

@@ -67,6 +67,7 @@ def test_failed_first_run_leaves_a_reusable_store(tmp_path):
 HINTS = {
     "--force": ["pipeline run", "data ingest"],
     "--out": ["pipeline run"],
+    "--replace": ["pipeline run"],
     "--scheduler": ["pipeline run", "report verify"],
     "--root": ["data ingest"],
     "--workdir": ["bench ooc"],
