@@ -43,3 +43,27 @@ def test_pipeline_equals_library_and_estimator(tmp_path, make_config, regularize
     assert accuracy(y, lib) == 1.0 and rec["acc_best_inertia"] == 1.0
     (wkey,) = s.stage_keys("subspace")
     np.testing.assert_allclose(read_matrix(s.open("subspace", wkey), "K").toarray(), W.toarray(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("augment, n_solves", [("coil20_flip", 1), ("coil20_rotscale", 2)])
+def test_trials_share_the_solve_only_when_the_augmentation_draws_nothing(tmp_path, make_config, augment, n_solves):
+    # 32 x 32 images (COIL-20's layout) of 4 smooth patterns with noise: the mirror image is the same for every
+    # seed, rotations and scalings are drawn per seed
+    rng = np.random.default_rng(0)
+    u = np.linspace(0, 1, 32)
+    base = [np.outer(np.sin((c + 1) * np.pi * u), np.cos((c + 2) * u)) + u[:, None] * c for c in range(4)]
+    X = np.vstack([(base[c] + 0.05 * rng.normal(size=(32, 32))).ravel(order="F") for c in range(4) for _ in range(12)])
+    y = np.repeat(np.arange(4), 12)
+    p = tmp_path / "images.npz"
+    np.savez(p, X=X, y=y)
+    cfg = make_config(p, f'[aksc]\nregularizer = "l2"\nn_neighbors = 5\naugment = "{augment}"\n')
+    cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["aksc"]')
+                   .replace("n_init = 5", "n_init = 5\nseed = [0, 1]").replace("gamma = 1.0", "")
+                   .replace("[data]", "[preprocess]\nl2_normalize = false\n\n[data]"))
+    recs = run(cfg)
+    s = Store(tmp_path / "store.zarr")
+    assert len(recs) == 2 and len(s.stage_keys("subspace")) == n_solves
+    assert len(s.stage_keys("cluster")) == 2                         # each trial its own k-means starts
+    from bigclust.subspace import subspace_affinity
+    W0, W1 = (subspace_affinity(X, regularizer="l2", n_neighbors=5, augment=augment, random_state=r) for r in (0, 1))
+    assert (abs(W0 - W1).max() == 0) == (n_solves == 1)              # why sharing is right for {flip} only
