@@ -22,15 +22,21 @@ def _union_of_subspaces(n_per=40, n_sub=4, dim=3, d=30, seed=0):
     return X.astype(np.float32).astype(np.float64), np.repeat(np.arange(n_sub), n_per)
 
 
+def _aksc_config(make_config, data, aksc, seed):
+    """A config running only ``aksc`` (its section body given) on raw rows, ``[cluster] seed = seed``."""
+    cfg = make_config(data, f"[aksc]\n{aksc}")
+    cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["aksc"]')
+                   .replace("n_init = 5", f"n_init = 5\nseed = {seed}").replace("gamma = 1.0", "")
+                   .replace("[data]", "[preprocess]\nl2_normalize = false\n\n[data]"))
+    return cfg
+
+
 @pytest.mark.parametrize("regularizer", ["l1", "l2"])
 def test_pipeline_equals_library_and_estimator(tmp_path, make_config, regularizer):
     X, y = _union_of_subspaces()
     p = tmp_path / "subspaces.npz"
     np.savez(p, X=X, y=y)
-    cfg = make_config(p, f'[aksc]\nregularizer = "{regularizer}"\nn_neighbors = 8\n')
-    cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["aksc"]')
-                   .replace("n_init = 5", "n_init = 5\nseed = 3").replace("gamma = 1.0", "")
-                   .replace("[data]", "[preprocess]\nl2_normalize = false\n\n[data]"))
+    cfg = _aksc_config(make_config, p, f'regularizer = "{regularizer}"\nn_neighbors = 8\n', "3")
     (rec,) = run(cfg)
     s = Store(tmp_path / "store.zarr")
     (key,) = s.stage_keys("cluster")
@@ -56,10 +62,7 @@ def test_trials_share_the_solve_only_when_the_augmentation_draws_nothing(tmp_pat
     y = np.repeat(np.arange(4), 12)
     p = tmp_path / "images.npz"
     np.savez(p, X=X, y=y)
-    cfg = make_config(p, f'[aksc]\nregularizer = "l2"\nn_neighbors = 5\naugment = "{augment}"\n')
-    cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["aksc"]')
-                   .replace("n_init = 5", "n_init = 5\nseed = [0, 1]").replace("gamma = 1.0", "")
-                   .replace("[data]", "[preprocess]\nl2_normalize = false\n\n[data]"))
+    cfg = _aksc_config(make_config, p, f'regularizer = "l2"\nn_neighbors = 5\naugment = "{augment}"\n', "[0, 1]")
     recs = run(cfg)
     s = Store(tmp_path / "store.zarr")
     assert len(recs) == 2 and len(s.stage_keys("subspace")) == n_solves
