@@ -19,14 +19,13 @@ from __future__ import annotations
 import numbers
 import shutil
 import tempfile
-import warnings
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 
 from . import _estimator_params as check
+from ._estimator_data import _check_X, _expand, _expand_square, _nonzero_rows, array_source, warnings_at_caller
 from .errors import UserError
 
 AFFINITIES = ("gaussian", "knn", "linear", "cosine", "cosine2")
@@ -35,97 +34,10 @@ EIGENSOLVERS = ("auto", "eigh", "eigsh", "lobpcg", "amg")
 AUGMENTS = (None, "coil20", "coil20_rotscale", "coil20_flip", "mnist", "interpolate")
 
 
-def _array_source(X, chunk_rows, y=None):
-    """A :class:`bigclust.datasets.Source` over an in-memory or Dask array (unlabelled: y = -1 unless given)."""
-    from .datasets import DatasetInfo, Source
-
-    n, d = X.shape
-    info = DatasetInfo("array", "array given to fit", int(n), int(d), 0, bool(sp.issparse(X)), ())
-    dask_array = hasattr(X, "dask") and hasattr(X, "compute")
-
-    def blocks(hint):
-        step = max(1, int(hint))
-        for r0 in range(0, n, step):
-            blk = X[r0:r0 + step]
-            if dask_array:
-                blk = blk.compute()
-            blk = sp.csr_matrix(blk, dtype=np.float32) if sp.issparse(blk) else np.asarray(blk, dtype=np.float32)
-            yield blk, (np.full(blk.shape[0], -1, dtype=np.int64) if y is None else y[r0:r0 + blk.shape[0]])
-
-    return Source(info, blocks)
-
-
-def _check_X(est, X):
-    """NumPy / scipy.sparse / Dask input, checked the scikit-learn way (Dask arrays stay lazy)."""
-    from sklearn.utils.validation import check_array
-
-    if hasattr(X, "dask") and hasattr(X, "compute"):
-        if X.ndim != 2:
-            raise ValueError(f"Expected a 2D array, got a {X.ndim}D Dask array")
-        n = X.shape[0]
-        if n is None or any(c != c for c in X.shape):
-            raise ValueError("Dask array with unknown chunk sizes; call X.compute_chunk_sizes() first")
-        est.n_features_in_ = X.shape[1]
-        return X
-    X = check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32], ensure_min_samples=2)
-    est.n_features_in_ = X.shape[1]
-    return X
-
-
 def _seed(random_state) -> int:
     if isinstance(random_state, numbers.Integral) and 0 <= random_state < 2**32:
         return int(random_state)
     return int(check_random_state(random_state).randint(0, 2**31 - 1))
-
-
-def _nonzero_rows(X, k, who, what):
-    """``(keep mask or None, X without its all-zero rows)``: such a row cannot be placed (label -1, as noise).
-
-    A Dask array is scanned once, block by block, for the mask (n booleans) and stays lazy.
-    """
-    if hasattr(X, "dask"):
-        import dask.array as da
-        keep = np.asarray(da.absolute(X).sum(axis=1).compute()) > 0
-    else:
-        keep = np.asarray((abs(X) if sp.issparse(X) else np.abs(X)).sum(axis=1)).ravel() > 0
-    if keep.all():
-        return None, X
-    if keep.sum() <= max(k, 2):
-        raise ValueError(f"X has {int((~keep).sum())} all-zero rows and only {int(keep.sum())} others; "
-                         f"n_clusters={k} needs more non-zero {what}s")
-    warnings.warn(f"{who}: {int((~keep).sum())} all-zero {what}(s) (first: row {int(np.flatnonzero(~keep)[0])}) "
-                  "cannot be placed; labelled -1", RuntimeWarning, stacklevel=3)
-    return keep, X[np.flatnonzero(keep)]
-
-
-def _expand(keep, labels, *arrays):
-    """Labels (and row arrays) of the kept rows back to all rows: -1 (zeros) for the dropped ones."""
-    if keep is None:
-        return (labels, *arrays)
-    full = np.full(keep.size, -1, dtype=np.int64)
-    full[keep] = labels
-    out = []
-    for a in arrays:
-        if a is None:
-            out.append(None)
-            continue
-        b = np.zeros((keep.size,) + a.shape[1:])
-        b[keep] = a
-        out.append(b)
-    return (full, *out)
-
-
-def _expand_square(keep, K):
-    """An n' x n' affinity over the kept rows back to n x n: empty rows and columns for the dropped ones."""
-    if keep is None or K is None:
-        return K
-    idx = np.flatnonzero(keep)
-    if sp.issparse(K):
-        K = K.tocoo()
-        return sp.csr_matrix((K.data, (idx[K.row], idx[K.col])), shape=(keep.size, keep.size))
-    out = np.zeros((keep.size, keep.size), dtype=K.dtype)
-    out[np.ix_(idx, idx)] = K
-    return out
 
 
 class _PipelineEstimator(ClusterMixin, BaseEstimator):
@@ -173,7 +85,10 @@ class SpectralClustering(_PipelineEstimator):
     n_iter : int, default=1000
         Iteration budget of BBS / SK (Newton steps for the dual solver).
     tol : float, default=0.0
-        Row-sum error to stop BBS / SK at (0: the solver's default).
+        Row-sum error to stop BBS / SK at.  0: ``"alternating"``, ``"dykstra"`` and SK run all
+        ``n_iter`` iterations with no stopping test (paper 000's protocol) and never warn --
+        ``normalization_info_["row_err"]`` says how far from bi-stochastic they got; ``"dual"``
+        stops at its own tolerance and warns when ``n_iter`` Newton steps do not reach it.
     l2_normalize : bool, default=False
         Scale every row to unit length first (paper 000's protocol; the pipeline's default).
     n_init : int, default=10
@@ -199,7 +114,8 @@ class SpectralClustering(_PipelineEstimator):
     n_iter_ : int
         Iterations of the normalisation solver.
     normalization_info_ : dict
-        ``n_iter``, ``row_err`` (max row-sum error), ``MB``, ``out_of_core``, ``components``.
+        ``norm_n_iter`` (as ``n_iter_``), ``row_err`` (max row-sum error), ``norm_converged`` (False when a
+        stopping test was set and not met; True without one), ``MB``, ``out_of_core``, ``components``.
     gamma_ : float or None
         The Gaussian width used (``gamma``, or what ``"median"`` stood for); None for the other affinities.
     n_features_in_ : int
@@ -269,7 +185,7 @@ class SpectralClustering(_PipelineEstimator):
             self.affinity_matrix_ = self.embedding_ = None
             self.inertia_, self.n_iter_, self.normalization_info_, self.gamma_ = float("nan"), 0, {}, None
             return self
-        res = run_estimator(config, X, check.scheduler(self))
+        res = run_estimator(config, X, check.scheduler(self), who=type(self).__name__)
         self.gamma_ = res["record"].get("gamma_used", res["record"]["params"].get("gamma"))
         self.labels_ = res["labels"]
         self.affinity_matrix_ = res["K"]
@@ -281,14 +197,26 @@ class SpectralClustering(_PipelineEstimator):
         return self
 
 
-def run_estimator(raw_config: dict, X, scheduler=None, y=None) -> dict:
+def run_estimator(raw_config: dict, X, scheduler=None, y=None, who="bigclust") -> dict:
     """Run one method of a config dict on the array X in a temporary store; the picked restart's results.
 
     Returns a dict with ``labels`` (the restart of lowest inertia), ``inertia``,
     ``E`` (the embedding, if the chain has one), ``K`` (the kernel when it
     fits ``max_memory``, else None), ``embed`` (the embed stage's attributes)
     and ``record`` (the pipeline's record).  ``y``: int64 labels stored with X (-1 = unlabelled).
+    ``who`` (the estimator's name) starts every error message that does not name it already; the
+    pipeline's warnings are issued once each, at the caller's line.
     """
+    try:
+        with warnings_at_caller():
+            return _run_estimator(raw_config, X, scheduler, y)
+    except UserError as e:
+        if str(e).startswith(who):
+            raise
+        raise type(e)(f"{who}: {e}") from None
+
+
+def _run_estimator(raw_config, X, scheduler, y):
     from .config import from_dict
     from .pipeline import Runner, dask_client, instances
     from .methods import get as get_method
@@ -301,7 +229,7 @@ def run_estimator(raw_config: dict, X, scheduler=None, y=None) -> dict:
         store = Store(f"{folder}/store.zarr", owner={"array": "estimator"})
         with dask_client(scheduler) as client:
             runner = Runner(cfg, store, client, force=False, log=lambda msg: None)
-            runner.source = _array_source(X, point["data"]["chunk_rows"], y)
+            runner.source = array_source(X, point["data"]["chunk_rows"], y)
             method = get_method(cfg.methods[0])
             rec, (stage, key) = runner.run_instance(method, instances(cfg, [point], method)[0])
         out = {"record": rec, "embed": {}, "E": None, "K": None}
@@ -438,7 +366,7 @@ class NMFClustering(_PipelineEstimator):
             from sklearn.utils.validation import check_non_negative
             check_non_negative(X, "NMFClustering (model='linear'; the bilinear model takes any sign)")
         keep, Xk = _nonzero_rows(X, k, "NMFClustering", "document")
-        res = run_estimator(config, Xk, check.scheduler(self))
+        res = run_estimator(config, Xk, check.scheduler(self), who=type(self).__name__)
         arrays = res["arrays"]
         W = arrays["U"] if self.model == "linear" else arrays["W"]
         if self.model == "linear":
@@ -584,7 +512,7 @@ class SubspaceClustering(_PipelineEstimator):
             return self
         keep, Xk = _nonzero_rows(X, k, "SubspaceClustering", "sample")
         yk = None if ys is None else (ys if keep is None else ys[keep])
-        res = run_estimator(cfg, Xk, check.scheduler(self), y=yk)
+        res = run_estimator(cfg, Xk, check.scheduler(self), y=yk, who=type(self).__name__)
         self.affinity_matrix_ = _expand_square(keep, res["K"])   # a dropped (all-zero) sample has no links
         if ys is None:
             self.labels_, self.embedding_ = _expand(keep, res["labels"], res["E"])

@@ -114,15 +114,17 @@ class Runner:
             self._distinct[pre_key] = n_distinct_rows(self.store.open("preprocess", pre_key)["X"])
         m, n = self._distinct[pre_key]
         what = "all rows are the same" if m == 1 else f"only {m} of the {n} rows are distinct"
+        if self.source is not None:          # an estimator's array: its words, not the config's
+            where, why, scale = "X", f"n_clusters={k}", "rows equal up to scale count as equal under l2_normalize"
+        else:
+            where, why, scale = (f"{self.cfg.path}: after preprocessing", f"the {k} clusters asked for",
+                                 "rows equal up to scale are equal after [preprocess] l2_normalize")
         if m < k:
-            raise DataError(f"{self.cfg.path}: after preprocessing {what}, fewer than the {k} clusters asked for "
-                            "(zero-variance data, or rows equal up to scale under [preprocess] l2_normalize); "
-                            "nothing to cluster")
+            raise DataError(f"{where}: {what}, fewer than {why} (zero-variance data, or {scale}); nothing to cluster")
         if m <= n // 2 and not self._distinct.get((pre_key, "warned")):
             self._distinct[(pre_key, "warned")] = True
-            warnings.warn(f"after preprocessing {what}: most rows repeat others (rows equal up to scale are equal "
-                          "after [preprocess] l2_normalize); clusters and scores are dominated by the repeats",
-                          RuntimeWarning, stacklevel=2)
+            warnings.warn(f"{where}: {what}: most rows repeat others ({scale}); clusters and scores are dominated "
+                          "by the repeats", RuntimeWarning, stacklevel=2)
 
     def data(self, point):
         """Ingest and preprocess; returns (preprocess key, ingest attrs, labels or None)."""
@@ -211,7 +213,7 @@ class Runner:
             chain.append(("subset", key))
         ctx = stages.Context(self.cfg, self.store, method, params, group, ia,
                              len(classes) if classes is not None else self._n_clusters(point["cluster"], ia))
-        if self.source is None and classes is None and not self.dry:
+        if classes is None and not self.dry:
             self._check_distinct(pre_key, ctx.k)
         for name in method.stages(params, point):
             sd = STAGES[name]

@@ -141,3 +141,50 @@ def test_iteration_budget_is_sklearns_convergence_warning():
         warnings.simplefilter("error", ConvergenceWarning)     # what a grid search silencing it would do
         warnings.filterwarnings("ignore", category=ConvergenceWarning)
         NMFClustering(3, n_init=1, max_iter=3, random_state=0).fit(X)
+
+
+@pytest.mark.parametrize("make", [lambda: NMFClustering(3, n_init=1, random_state=0),
+                                  lambda: SubspaceClustering(3, n_neighbors=6, n_init=1, random_state=0),
+                                  lambda: SpectralClustering(3, n_init=1, random_state=0)])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_nan_or_inf_in_a_dask_array_is_an_error_not_an_empty_row(make, bad):
+    X, _ = _docs()
+    X[7, 1] = bad
+    with pytest.raises(ValueError, match=r"X contains NaN or infinity \(first in row 7\)"):
+        make().fit(da.from_array(X, chunks=(25, 24)))
+    with pytest.raises(ValueError, match="NaN|infinity"):                  # NumPy: scikit-learn's own check
+        make().fit(X)
+
+
+def test_values_beyond_float32_and_empty_dask_arrays_are_named():
+    X, _ = _docs()
+    X[3, 2] = 1e39                                                          # finite in float64, inf in float32
+    for Xin in (X, da.from_array(X, chunks=(25, 24))):
+        with pytest.raises(ValueError, match=r"beyond the float32 range \(first in row 3"):
+            SpectralClustering(3, n_init=1, random_state=0).fit(Xin)
+    with pytest.raises(ValueError, match="Found array with 0 sample"):
+        SpectralClustering(3).fit(da.zeros((0, 4), chunks=2))
+
+
+@pytest.mark.parametrize("make", [lambda: SpectralClustering(3, gamma="median", n_init=2, random_state=0),
+                                  lambda: SubspaceClustering(3, n_neighbors=4, n_init=2, random_state=0)])
+def test_fewer_distinct_rows_than_clusters_is_refused_by_the_estimators(make):
+    X, _ = _union()
+    D = np.repeat(X[[0, 30]], 10, axis=0)                                   # 2 distinct rows, 3 clusters
+    with pytest.raises(ValueError, match=r"^\w+: X: only 2 of the 20 rows are distinct, fewer than n_clusters=3"):
+        make().fit(D)
+
+
+def test_pipeline_warnings_point_at_the_caller_once():
+    X, _ = _docs()
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        NMFClustering(3, n_init=2, max_iter=3, random_state=0).fit_predict(X)
+    conv = [r for r in rec if issubclass(r.category, ConvergenceWarning)]
+    assert len(conv) == 1 and conv[0].filename == __file__
+
+
+def test_errors_from_inside_the_pipeline_name_the_estimator():
+    X, _ = _union()
+    with pytest.raises(ValueError, match=r"^SubspaceClustering: PCA n_components=500"):
+        SubspaceClustering(3, pca=500, n_init=1).fit(X)
