@@ -23,6 +23,7 @@ import itertools
 import json
 import math
 import tomllib
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -316,6 +317,10 @@ def from_dict(raw: dict, path: Path | str = "<config>") -> Config:
         bad = [v for v in names if not (isinstance(v, str) and v in methods.names())] if isinstance(names, list) else []
         what = f"unknown method {bad[0]!r}" if bad else f"expected a non-empty list of method names, got {names!r}"
         raise ConfigError(f"{path}: [method] names: {what}; the methods are {', '.join(methods.names())}")
+    for sec in raw:
+        if sec in methods.names() and sec not in names:     # a typo in names, or a method left out on purpose
+            warnings.warn(f"{path}: section [{sec}] is not used: {sec!r} is not in [method] names "
+                          f"({', '.join(names)})", UserWarning, stacklevel=2)
     sections, sweeps = {}, {}
     for sec, keys in full.items():
         given = raw.get(sec, {})

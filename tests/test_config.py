@@ -1,6 +1,7 @@
 """Config parsing: defaults, sweeps, and one clear error per kind of mistake."""
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -124,3 +125,14 @@ def test_cli_validate_one_line_no_traceback(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "2 sweep point(s)" in r.stdout
+
+
+def test_a_method_section_not_in_names_is_a_warning(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text('[data]\nname = "vehicle"\n[method]\nnames = ["sk"]\n[bbs]\nsolver = "dual"\n')
+    with pytest.warns(UserWarning, match=r"section \[bbs\] is not used: 'bbs' is not in \[method\] names \(sk\)"):
+        load(p)
+    p.write_text('[data]\nname = "vehicle"\n[method]\nnames = ["sk", "bbs"]\n[bbs]\nsolver = "dual"\n')
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load(p)
