@@ -246,6 +246,7 @@ def _run_estimator(raw_config, X, scheduler, y):
                 out["E"] = read_matrix(store.open(st, k), "E")
             elif st in ("subspace", "semisup"):
                 out["K"] = read_matrix(store.open(st, k), "K")
+                out["subspace"] = dict(store.open(st, k).attrs)
             elif st == "affinity":
                 ga = store.open(st, k)
                 node = ga["K"]
@@ -423,6 +424,10 @@ class SubspaceClustering(_PipelineEstimator):
     image : {None, "mnist", "coil20"}, default=None
         The images' layout for ``features="scattering"`` (28x28 row-major, 32x32 column-major); None: the
         ``augment`` preset's.
+    max_iter : int or None, default=None
+        Iterations per column of the l1 ADMM (None: 5000), or of LRR's inexact ALM (None: 1000 in
+        AkS-LRR, 5000 otherwise); l2 is solved in closed form.  Columns that stop at the budget are
+        reported in one ``ConvergenceWarning``.
     n_init : int, default=10
         k-means restarts on the embedding.
     random_state : int, RandomState or None
@@ -434,14 +439,17 @@ class SubspaceClustering(_PipelineEstimator):
     labels_ : ndarray (n_samples,)
     affinity_matrix_ : scipy.sparse.csr_matrix (n_samples, n_samples)
     embedding_ : ndarray (n_samples, n_clusters), None for AkS-SC
+    n_iter_ : int
+        The self-expression solver's largest iteration count over the columns (ADMM, LRR's inexact
+        ALM; 0 for the closed-form l2); AkS-SC: its outer C / F iterations.
     label_distributions_ : ndarray (n_samples, n_classes), AkS-SC only: F, rows summing to 1
     classes_ : ndarray, AkS-SC only: the labelled classes of ``y``
     n_features_in_ : int
     """
 
     def __init__(self, n_clusters=8, *, regularizer="l1", n_neighbors=10, augment=None, lam=0.0, alpha=20.0,
-                 gamma=0.1, n_interpolate=720, features="pixels", pca=0, image=None, n_init=10, random_state=None,
-                 max_memory="4GB", scheduler=None):
+                 gamma=0.1, n_interpolate=720, features="pixels", pca=0, image=None, max_iter=None, n_init=10,
+                 random_state=None, max_memory="4GB", scheduler=None):
         self.n_clusters = n_clusters
         self.regularizer = regularizer
         self.n_neighbors = n_neighbors
@@ -453,6 +461,7 @@ class SubspaceClustering(_PipelineEstimator):
         self.features = features
         self.pca = pca
         self.image = image
+        self.max_iter = max_iter
         self.n_init = n_init
         self.random_state = random_state
         self.max_memory = max_memory
@@ -478,7 +487,8 @@ class SubspaceClustering(_PipelineEstimator):
                 "alpha": check.real(self, "alpha", 0.0, strict=True),
                 "gamma": check.real(self, "gamma", 0.0, strict=True),
                 "n_interpolate": check.integer(self, "n_interpolate", 1), "semi_supervised": semi,
-                "features": features, "pca": check.integer(self, "pca", 0), "image": image or "auto"}
+                "features": features, "pca": check.integer(self, "pca", 0), "image": image or "auto",
+                "max_iter": 0 if self.max_iter is None else check.integer(self, "max_iter", 1)}
         return {"data": {"path": "<array>"}, "preprocess": {"l2_normalize": False, "tfidf": False},
                 "method": {"names": ["aksc"]}, "aksc": aksc,
                 "cluster": {"n_clusters": check.n_clusters(self, n), "n_init": check.integer(self, "n_init", 1),
@@ -509,11 +519,13 @@ class SubspaceClustering(_PipelineEstimator):
         if k == 1:
             self.labels_ = np.zeros(X.shape[0], dtype=np.int64) if ys is None else np.full(X.shape[0], classes[0])
             self.affinity_matrix_ = self.embedding_ = None
+            self.n_iter_ = 0
             return self
         keep, Xk = _nonzero_rows(X, k, "SubspaceClustering", "sample")
         yk = None if ys is None else (ys if keep is None else ys[keep])
         res = run_estimator(cfg, Xk, check.scheduler(self), y=yk, who=type(self).__name__)
         self.affinity_matrix_ = _expand_square(keep, res["K"])   # a dropped (all-zero) sample has no links
+        self.n_iter_ = int(res["subspace"].get("n_outer" if ys is not None else "n_iter", 0))
         if ys is None:
             self.labels_, self.embedding_ = _expand(keep, res["labels"], res["E"])
             return self

@@ -314,6 +314,9 @@ class SubspaceParams:
     labelled_per_class: int = nonnegative(0, int)
     gamma: float = positive(0.1, float)       # AkS-SC: coupling of C and the labels F
     n_interpolate: int = positive(720, int)   # augment = "interpolate": new samples per class
+    # iterations per column of the l1 ADMM (default 5000), of LRR's inexact ALM (default 1000 for AkS-LRR,
+    # 5000 otherwise); 0 = those defaults
+    max_iter: int = param(0, int, check=lambda v: v >= 0, expect=">= 0", added=True)
 
 
 def _aksc_chain(p, point):

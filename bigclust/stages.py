@@ -340,11 +340,12 @@ def subspace(store_path, key, attrs, p: SubspaceParams, *, client=None, **_):
     X = read_matrix(store.open(p.src, p.input), "X")
     from . import methods
     m = methods.get(p.method)
-    W = subspace_affinity(X.toarray() if sp.issparse(X) else X, m.make(p.method_params), p.seed,
-                          knn_method=p.knn or "auto")
+    W, n_iter = subspace_affinity(X.toarray() if sp.issparse(X) else X, m.make(p.method_params), p.seed,
+                                  knn_method=p.knn or "auto")
     with store.write("subspace", key, attrs) as g:
         write_csr(g, "K", W)
         g.attrs["nnz"] = int(W.nnz)
+        g.attrs["n_iter"] = n_iter      # the solver's largest per-column count (ADMM, LRR's ALM; 0: closed form)
 
 
 # -- assign: methods that label the points themselves ---------------------------------------

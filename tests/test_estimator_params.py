@@ -188,3 +188,28 @@ def test_errors_from_inside_the_pipeline_name_the_estimator():
     X, _ = _union()
     with pytest.raises(ValueError, match=r"^SubspaceClustering: PCA n_components=500"):
         SubspaceClustering(3, pca=500, n_init=1).fit(X)
+
+
+def test_subspace_max_iter_reaches_the_admm_and_its_warning():
+    X, _ = _union()
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        tight = SubspaceClustering(3, n_neighbors=6, n_init=1, random_state=0, max_iter=2).fit(X)
+    msgs = [str(r.message) for r in rec if issubclass(r.category, ConvergenceWarning)]
+    assert len(msgs) == 1 and "max_iter=2 " in msgs[0], msgs
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)            # the default budget converges here
+        default = SubspaceClustering(3, n_neighbors=6, n_init=1, random_state=0).fit(X)
+        same = SubspaceClustering(3, n_neighbors=6, n_init=1, random_state=0, max_iter=5000).fit(X)
+    np.testing.assert_array_equal(default.affinity_matrix_.toarray(), same.affinity_matrix_.toarray())
+    assert abs(tight.affinity_matrix_ - default.affinity_matrix_).max() > 1e-3
+    assert tight.n_iter_ == 2 and 2 < default.n_iter_ == same.n_iter_ <= 5000
+    with warnings.catch_warnings(record=True) as rec:                  # AkS-SC's C-steps take it too
+        warnings.simplefilter("always")
+        y = np.full(X.shape[0], -1)
+        y[:6] = _union()[1][:6]
+        semi = SubspaceClustering(3, n_neighbors=6, random_state=0, max_iter=2).fit(X, y)
+    assert 1 <= semi.n_iter_ <= 10                                     # AkS-SC: its outer iterations
+    assert any("max_iter=2 " in str(r.message) for r in rec if issubclass(r.category, ConvergenceWarning))
+    with pytest.raises(ValueError, match="SubspaceClustering: max_iter must be an integer >= 1"):
+        SubspaceClustering(3, max_iter=0).fit(X)

@@ -8,15 +8,19 @@ import scipy.sparse as sp
 
 
 def affinity(X, p, seed, knn_method="auto"):
-    """``W = |C̄| + |C̄|ᵀ`` of Ak-SC (kNN-SC without augmentation, full SC with ``n_neighbors = 0``)."""
+    """``(W, n_iter)``: ``W = |C̄| + |C̄|ᵀ`` of Ak-SC (kNN-SC without augmentation, full SC with
+    ``n_neighbors = 0``) and the solver's largest iteration count over the columns (0 for closed forms)."""
     from . import subspace_affinity
     opts = {} if p.lam else {"alpha": p.alpha}
     if p.regularizer == "nuclear" and p.n_neighbors:
         opts["svt_method"] = p.svt
-    return subspace_affinity(np.asarray(X), regularizer=p.regularizer, n_neighbors=p.n_neighbors or None,
-                             augment=None if p.augment == "none" else p.augment, lam=p.lam or None,
-                             random_state=seed, pca=p.pca, features=p.features, knn_method=knn_method,
-                             **_layout(p), **opts)
+    if p.max_iter and p.regularizer != "l2":
+        opts["max_iter"] = p.max_iter
+    W, info = subspace_affinity(np.asarray(X), regularizer=p.regularizer, n_neighbors=p.n_neighbors or None,
+                                augment=None if p.augment == "none" else p.augment, lam=p.lam or None,
+                                random_state=seed, pca=p.pca, features=p.features, knn_method=knn_method,
+                                return_info=True, **_layout(p), **opts)
+    return W, int(np.max(info["solver"]["n_iter"], initial=0))
 
 
 def _layout(p):

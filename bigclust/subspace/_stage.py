@@ -86,6 +86,8 @@ def semi_fit(X, y_known, p, n_classes, seed):
         X_aug, origin = augment_images(X, random_state=seed, **_augment_options(p.augment, None, None))
     X, X_aug = features_of(X, X_aug, p)
     opts = {"svt_method": p.svt} if p.regularizer == "nuclear" else {}
+    if p.max_iter:
+        opts["max_iter"] = p.max_iter
     return aks_sc(X, y_known, X_aug=X_aug, origin=origin, regularizer=p.regularizer, n_neighbors=p.n_neighbors,
                   lam=p.lam or None, alpha=p.alpha, gamma=p.gamma, n_classes=n_classes, random_state=seed,
                   return_info=True, **opts)

@@ -223,8 +223,11 @@ def gather_chunk(D, nb, c0, c1):
     return np.ascontiguousarray(D.atoms[c0:c1]), A, np.arange(A.shape[0], dtype=np.int64).reshape(sub.shape)
 
 
-def solve_chunk(Xs, A, local_nb, regularizer, lam):
-    """Coefficients (c, k), iterations and convergence of one chunk's columns (the in-memory solvers)."""
+def solve_chunk(Xs, A, local_nb, regularizer, lam, max_iter=0):
+    """Coefficients (c, k), iterations and convergence of one chunk's columns (the in-memory solvers).
+
+    ``max_iter``: ADMM iterations per column, 0 = the default (``selfexpr.MAX_ITER``).
+    """
     from . import _numba
     from .selfexpr import EPS_ABS, EPS_REL, MAX_ITER, RELAX, RHO_L1, admm_knn
 
@@ -234,10 +237,10 @@ def solve_chunk(Xs, A, local_nb, regularizer, lam):
         _numba.ridge_columns(A, Xs, local_nb, float(lam), out)
         return out, np.zeros(c, dtype=np.int64), np.ones(c, dtype=np.bool_)
     thr = np.full((c, k), float(lam))
-    return admm_knn(Xs, A, local_nb, thr, 0.0, RHO_L1, EPS_ABS, EPS_REL, MAX_ITER, True, RELAX)
+    return admm_knn(Xs, A, local_nb, thr, 0.0, RHO_L1, EPS_ABS, EPS_REL, max_iter or MAX_ITER, True, RELAX)
 
 
-def coef_task(Xs, A, local_nb, regularizer, lam, work, i, c0, c1):
+def coef_task(Xs, A, local_nb, regularizer, lam, work, i, c0, c1, max_iter=0):
     """One chunk: solve, write its rows of ``coef`` / ``iters`` / ``conv``, then its marker.
 
     Returns ``(i, seconds, peak RSS MB of the process)``.
@@ -245,7 +248,7 @@ def coef_task(Xs, A, local_nb, regularizer, lam, work, i, c0, c1):
     import zarr
 
     t0 = time.perf_counter()
-    out, its, conv = solve_chunk(Xs, A, local_nb, regularizer, lam)
+    out, its, conv = solve_chunk(Xs, A, local_nb, regularizer, lam, max_iter)
     g = zarr.open_group(str(work), mode="r+")
     g["coef"][c0:c1] = out
     g["iters"][c0:c1] = its
@@ -255,7 +258,8 @@ def coef_task(Xs, A, local_nb, regularizer, lam, work, i, c0, c1):
     return i, sec, _peak_rss_mb()
 
 
-def coefficients_chunked(D, nb, regularizer, lam, chunk_cols, work, *, client=None, log=_say, max_in_flight=4):
+def coefficients_chunked(D, nb, regularizer, lam, chunk_cols, work, *, client=None, log=_say, max_in_flight=4,
+                         max_iter=0):
     """All coefficient columns (n, k) by resumable chunks; returns ``(coef, iters, conv, computed)``.
 
     ``work`` is a folder (created if needed) holding the scratch arrays and markers;
@@ -273,6 +277,8 @@ def coefficients_chunked(D, nb, regularizer, lam, chunk_cols, work, *, client=No
     n, k = nb.shape
     want = {"n": int(n), "k": int(k), "chunk_cols": int(chunk_cols), "regularizer": regularizer,
             "lam": float(lam)}
+    if max_iter:                  # only when set: folders of earlier runs (without the key) stay resumable
+        want["max_iter"] = int(max_iter)
     g = zarr.open_group(str(work), mode="a") if work.exists() else None
     if g is None or any(g.attrs.get("coef_" + key) != v for key, v in want.items()):
         work.mkdir(parents=True, exist_ok=True)
@@ -304,14 +310,14 @@ def coefficients_chunked(D, nb, regularizer, lam, chunk_cols, work, *, client=No
             while queue and len(pending) < window:
                 i, c0, c1 = queue.pop(0)
                 pending.add(client.submit(coef_task, *gather_chunk(D, nb, c0, c1), regularizer, float(lam),
-                                          str(work), i, c0, c1, pure=False))
+                                          str(work), i, c0, c1, max_iter, pure=False))
             res = wait(pending, return_when="FIRST_COMPLETED")
             for fut in res.done:
                 _done(*fut.result())
             pending = res.not_done
     else:
         for i, c0, c1 in todo:
-            _done(*coef_task(*gather_chunk(D, nb, c0, c1), regularizer, float(lam), str(work), i, c0, c1))
+            _done(*coef_task(*gather_chunk(D, nb, c0, c1), regularizer, float(lam), str(work), i, c0, c1, max_iter))
     missing = set(range(len(chunks))) - coef_chunks_done(work)
     if missing:  # pragma: no cover - a task that returned without its marker
         raise RuntimeError(f"coefficient chunks {sorted(missing)[:5]} have no completion marker")
@@ -376,12 +382,13 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=_say, **_):
         lam = mp.lam or ssc_lambda(D.atoms[:n], D, nb, mp.alpha)
     t0, c0 = time.perf_counter(), time.process_time()
     coef, its, conv, computed = coefficients_chunked(D, nb, mp.regularizer, lam, int(p.chunk_cols), work,
-                                                     client=client, log=log)
+                                                     client=client, log=log, max_iter=mp.max_iter)
     times["coef_seconds"], cpu["coef_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
     n_bad = int((~conv).sum())
     if n_bad:
-        warnings.warn(f"ADMM: {n_bad} of {n} columns reached max_iter before the residual tests",
-                      ConvergenceWarning, stacklevel=2)
+        from .selfexpr import MAX_ITER
+        warnings.warn(f"ADMM: {n_bad} of {n} columns reached max_iter={mp.max_iter or MAX_ITER} before the "
+                      "residual tests", ConvergenceWarning, stacklevel=2)
     t0, c0 = time.perf_counter(), time.process_time()
     W = affinity(fold_back(_assemble(nb, coef, D), D))
     times["fold_seconds"], cpu["fold_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
@@ -393,7 +400,8 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=_say, **_):
         out.attrs.update({"nnz": int(W.nnz), "n_atoms": int(D.n_atoms), "lam": float(lam),
                           "coef_chunks": [total, len(computed), total - len(computed)],
                           "coef_chunks_computed": computed, "admm_not_converged": n_bad,
-                          "admm_iter_median": float(np.median(its)), "driver_peak_rss_mb": _peak_rss_mb(),
+                          "admm_iter_median": float(np.median(its)), "n_iter": int(np.max(its, initial=0)),
+                          "driver_peak_rss_mb": _peak_rss_mb(),
                           **times, **cpu})
     log("  subspace: " + ", ".join(f"{k_} {v:.1f}" for k_, v in {**times, **cpu}.items())
         + f"; peak RSS {_peak_rss_mb():.0f} MB")

@@ -230,6 +230,7 @@ def aks_sc(X, y, *, X_aug=None, origin=None, regularizer="l1", n_neighbors=10, l
     rho = float(solver_options.pop("rho", RHO_L1))
     eps_abs = float(solver_options.pop("eps_abs", EPS_ABS))
     eps_rel = float(solver_options.pop("eps_rel", EPS_REL))
+    alm_max_iter = int(solver_options.get("max_iter", 1000))     # LRR's inexact ALM: its own default
     max_iter = int(solver_options.pop("max_iter", MAX_ITER))
     if regularizer == "l1":
         lam = ssc_lambda(Xs, D, nb, alpha if alpha is not None else ALPHA) if lam is None else _pos("lam", lam)
@@ -256,7 +257,7 @@ def aks_sc(X, y, *, X_aug=None, origin=None, regularizer="l1", n_neighbors=10, l
             coef, _, conv = admm_knn(Xs, D.atoms, nb, gamma * Theta, lam, rho, eps_abs, eps_rel, max_iter)
             n_bad += int((~conv).sum())
         else:
-            opts = dict(rho=lam, rho_max=1e8, eta=1.1, tol=1e-7, max_iter=1000)
+            opts = dict(rho=lam, rho_max=1e8, eta=1.1, tol=1e-7, max_iter=alm_max_iter)
             opts.update(solver_options)
             thr = gamma * Theta if np.any(Theta > 0) else None
             coef, _, conv, _ = lrr_knn(Xs, D.atoms, nb, lam, thresholds=thr, **opts)
@@ -275,7 +276,7 @@ def aks_sc(X, y, *, X_aug=None, origin=None, regularizer="l1", n_neighbors=10, l
             break
     if n_bad:
         from .selfexpr import ConvergenceWarning
-        warnings.warn(f"AkS-SC: {n_bad} C-step solves reached max_iter before their tolerance",
+        warnings.warn(f"AkS-SC: {n_bad} C-step solves reached max_iter={max_iter} before their tolerance",
                       ConvergenceWarning, stacklevel=2)
     labels = np.argmax(F[:n], axis=1).astype(np.int64)
     if not return_info:
