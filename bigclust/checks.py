@@ -38,18 +38,52 @@ def check_out_dir(out_dir: Path, cfg: Config, replace: bool):
     if not entries:
         return
     run_json = out_dir / "run.json"
-    prev = None
+    prev, prev_sections = None, None
     if run_json.exists():
         try:
-            prev = json.loads(run_json.read_text()).get("config_hash")
+            rec = json.loads(run_json.read_text())
+            prev, prev_sections = rec.get("config_hash"), rec.get("config")
         except (OSError, ValueError):
             prev = None
-    if prev == cfg.hash:
+    if prev == cfg.hash or same_settings(prev_sections, cfg):
         return
     if not replace:
         what = f"results of another config (hash {prev})" if prev else "files not written by this config"
         raise StoreError(f"output folder {out_dir} holds {what}; choose another --out, or pass --replace "
                          "(moves them to a replaced-* subfolder; finished stages are reused)")
+
+
+def same_settings(prev_sections, cfg: Config) -> bool:
+    """Whether a run's recorded config (``run.json``'s ``config``) sets what ``cfg`` sets.
+
+    ``Config.hash`` covers every section of the schema with its defaults, so it
+    changes whenever a key is added anywhere (a new option of a method this
+    config does not use, say); the committed reproductions must stay
+    re-runnable into their own folders.  Compared here: the shared sections and
+    the sections of the methods in ``[method] names``; a key the recorded run
+    did not have yet counts as equal when ``cfg`` leaves it at its default.
+    """
+    from .config import schema
+    from .methods import names as method_names
+
+    if not isinstance(prev_sections, dict):
+        return False
+    full = schema()
+    used = set(cfg.methods)
+    norm = lambda v: json.loads(json.dumps(v, default=str))   # noqa: E731  (tuples = lists, as recorded)
+    for sec, keys in cfg.sections.items():
+        if sec in method_names() and sec not in used:
+            continue
+        old = prev_sections.get(sec, {})
+        if not isinstance(old, dict):
+            return False
+        for key, value in keys.items():
+            if key in old:
+                if norm(old[key]) != norm(value):
+                    return False
+            elif sec in full and key in full[sec] and norm(value) != norm(full[sec][key].default):
+                return False
+    return True
 
 
 def _clean_partial_writes(out_dir: Path):

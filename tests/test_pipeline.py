@@ -324,3 +324,24 @@ def test_verify_names_the_numerics_when_bits_differ(tmp_path, blob_file, make_co
     last = text.splitlines()[-1]
     assert not ok and last.startswith("Numerics here: ") and "when the results were made: openblas SkylakeX with 7 " \
         "threads" in last and "OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=7 NUMBA_NUM_THREADS=" in last
+
+
+def test_out_dir_of_the_same_settings_under_an_older_schema_is_accepted(tmp_path, blob_file, make_config):
+    # Config.hash covers every section with its defaults, so a key added to the schema later (here: faked by
+    # removing one from the record) changes it; the committed reproductions must still re-run into their folders
+    cfg = make_config(blob_file)
+    run(cfg)
+    rj = tmp_path / "out" / "run.json"
+    rec = json.loads(rj.read_text())
+    rec["config_hash"] = "0123456789abcdef"
+    del rec["config"]["cluster"]["batch_size"]                   # "added since", and left at its default
+    rec["config"]["nmf"]["max_iter"] = 7                          # a method this config does not use
+    rj.write_text(json.dumps(rec))
+    run(cfg)                                                      # accepted: same settings
+    assert not list((tmp_path / "out").glob("replaced-*"))
+    rec = json.loads(rj.read_text())
+    rec["config_hash"] = "0123456789abcdef"
+    rec["config"]["cluster"]["n_init"] = 6                        # a setting that differs
+    rj.write_text(json.dumps(rec))
+    with pytest.raises(StoreError, match="holds results of another config"):
+        run(cfg)
