@@ -47,3 +47,25 @@ def test_vehicle_reproduction_is_bit_identical(data_root):
                        env=env, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "45 of 45 records reproduced exactly" in r.stdout
+
+
+def test_every_committed_results_folder_accepts_its_own_config():
+    """`bigclust pipeline run CONFIG` of a README writes into the committed folder, not a refusal."""
+    import warnings
+
+    from bigclust.checks import same_settings
+    from bigclust.config import load
+    root = Path(__file__).parents[1]
+    records = sorted(root.glob("pipelines/*/results/*/run.json"))
+    assert len(records) > 50
+    refused = []
+    for rj in records:
+        rec = json.loads(rj.read_text())
+        cfg_path = root / "pipelines" / rec["config_file"].split("/pipelines/", 1)[1]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cfg = load(cfg_path)
+        assert cfg.resolve(cfg.sections["output"]["dir"]).resolve() == rj.parent.resolve(), rj
+        if not (cfg.hash == rec["config_hash"] or same_settings(rec["config"], cfg)):
+            refused.append(str(rj.relative_to(root)))
+    assert not refused
