@@ -442,7 +442,8 @@ class SubspaceClustering(_PipelineEstimator):
     n_iter_ : int
         The self-expression solver's largest iteration count over the columns (ADMM, LRR's inexact
         ALM; 0 for the closed-form l2); AkS-SC: its outer C / F iterations.
-    label_distributions_ : ndarray (n_samples, n_classes), AkS-SC only: F, rows summing to 1
+    label_distributions_ : ndarray (n_samples, n_classes), AkS-SC only: F, rows summing to 1 (an all-zero
+        sample, labelled -1 as it cannot be represented, gets its given label's one-hot row, else a uniform one)
     classes_ : ndarray, AkS-SC only: the labelled classes of ``y``
     n_features_in_ : int
     """
@@ -530,6 +531,13 @@ class SubspaceClustering(_PipelineEstimator):
             self.labels_, self.embedding_ = _expand(keep, res["labels"], res["E"])
             return self
         lab, F = _expand(keep, res["labels"], res["arrays"]["F"])
+        if keep is not None:   # an all-zero sample is not propagated: it keeps a given label, else stays -1
+            drop = ~keep
+            lab = np.where(drop & (ys >= 0), ys, lab)
+            F[drop] = 1.0 / F.shape[1]                  # rows still sum to 1: no information, or ...
+            given = np.flatnonzero(drop & (ys >= 0))
+            F[given] = 0.0
+            F[given, ys[given]] = 1.0                   # ... the given label
         self.labels_ = np.where(lab >= 0, classes[np.maximum(lab, 0)], -1)
         self.label_distributions_, self.classes_, self.embedding_ = F, classes, None
         return self

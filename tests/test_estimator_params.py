@@ -213,3 +213,18 @@ def test_subspace_max_iter_reaches_the_admm_and_its_warning():
     assert any("max_iter=2 " in str(r.message) for r in rec if issubclass(r.category, ConvergenceWarning))
     with pytest.raises(ValueError, match="SubspaceClustering: max_iter must be an integer >= 1"):
         SubspaceClustering(3, max_iter=0).fit(X)
+
+
+def test_semi_supervised_all_zero_samples_keep_their_given_label():
+    X, y_true = _union()
+    X[[4, 9]] = 0.0
+    y = np.full(X.shape[0], -1)
+    for c in range(3):
+        y[np.flatnonzero(y_true == c)[:3]] = c
+    y[4], y[9] = y_true[4], -1                                         # one all-zero sample labelled, one not
+    with pytest.warns(RuntimeWarning, match="2 all-zero sample"):
+        est = SubspaceClustering(3, n_neighbors=6, random_state=0).fit(X, y)
+    assert est.labels_[4] == y_true[4] and est.labels_[9] == -1
+    F = est.label_distributions_
+    np.testing.assert_allclose(F.sum(axis=1), 1.0, atol=1e-9)
+    assert F[4, y_true[4]] == 1.0 and np.allclose(F[9], 1 / 3)
