@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -103,10 +104,15 @@ def _nonzero_rows(X, k, who, what):
     with NaN or inf is an error here (its absolute sum is not finite), not an all-zero row.
     """
     if _is_dask(X):
+        import dask
         import dask.array as da
-        s = np.asarray(da.absolute(X).sum(axis=1).compute())
+        absX = da.absolute(X)
+        s, top = (np.asarray(v) for v in dask.compute(absX.sum(axis=1), absX.max(axis=1)))   # one pass
         if not np.isfinite(s).all():
             raise DataError(f"X contains NaN or infinity (first in row {int(np.flatnonzero(~np.isfinite(s))[0])})")
+        if X.dtype == np.float64 and (top > F32_MAX).any():   # here, while row numbers are still X's own
+            raise DataError(f"X has values beyond the float32 range (first in row "
+                            f"{int(np.flatnonzero(top > F32_MAX)[0])}; data are stored as float32): rescale X")
         keep = s > 0
     else:
         keep = np.asarray((abs(X) if sp.issparse(X) else np.abs(X)).sum(axis=1)).ravel() > 0
@@ -126,8 +132,10 @@ def user_stacklevel():
     For the function that calls :func:`warnings.warn`: a fit reached through
     ``fit_predict``, a scikit-learn ``Pipeline`` or directly gets the user's line either way.
     """
+    import sklearn
     here = os.path.dirname(os.path.abspath(__file__)) + os.sep
-    skip = (here, os.path.abspath(contextlib.__file__))   # contextlib: frames of warnings_at_caller's exit
+    # contextlib: frames of warnings_at_caller's exit; sklearn: a Pipeline / GridSearchCV calling our fit
+    skip = (here, os.path.abspath(contextlib.__file__), os.path.dirname(os.path.abspath(sklearn.__file__)) + os.sep)
     f, level = sys._getframe(1), 1
     while f is not None and os.path.abspath(f.f_code.co_filename).startswith(skip):
         f, level = f.f_back, level + 1
@@ -141,7 +149,12 @@ def warnings_at_caller():
     The pipeline's stages warn from deep inside bigclust (and some warn once per stage that
     meets the same condition); an estimator user wants one warning per fit, pointing at their call.
     The filters in force still apply when the warnings are re-issued (``error`` still raises).
+    Only in the main thread: ``warnings.catch_warnings`` swaps process-wide state, and two fits in
+    threads that overlapped would leave the recording on and swallow every later warning.
     """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     pending = []
     try:
         with warnings.catch_warnings(record=True) as caught:

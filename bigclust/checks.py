@@ -61,7 +61,8 @@ def same_settings(prev_sections, cfg: Config) -> bool:
     config does not use, say); the committed reproductions must stay
     re-runnable into their own folders.  Compared here: the shared sections and
     the sections of the methods in ``[method] names``; a key the recorded run
-    did not have yet counts as equal when ``cfg`` leaves it at its default.
+    did not have yet counts as equal when ``cfg`` leaves it at its default, and a
+    recorded key or section the current schema does not know makes them differ.
     """
     from .config import schema
     from .methods import names as method_names
@@ -71,6 +72,14 @@ def same_settings(prev_sections, cfg: Config) -> bool:
     full = schema()
     used = set(cfg.methods)
     norm = lambda v: json.loads(json.dumps(v, default=str))   # noqa: E731  (tuples = lists, as recorded)
+    for sec, old in prev_sections.items():
+        # a recorded section or key the current schema does not know (renamed, moved into a method's
+        # section) is a setting this config cannot vouch for: not the same
+        if sec not in cfg.sections:
+            return False
+        if not (sec in method_names() and sec not in used) and isinstance(old, dict) \
+                and any(key not in cfg.sections[sec] for key in old):
+            return False
     for sec, keys in cfg.sections.items():
         if sec in method_names() and sec not in used:
             continue

@@ -524,6 +524,11 @@ class SubspaceClustering(_PipelineEstimator):
             return self
         keep, Xk = _nonzero_rows(X, k, "SubspaceClustering", "sample")
         yk = None if ys is None else (ys if keep is None else ys[keep])
+        if yk is not None and keep is not None:
+            lost = np.setdiff1d(np.unique(ys[ys >= 0]), yk[yk >= 0])
+            if lost.size:
+                raise UserError(f"SubspaceClustering: every labelled sample of class {classes[lost[0]].item()!r} is an "
+                                "all-zero row, which cannot be represented; label another sample of that class")
         res = run_estimator(cfg, Xk, check.scheduler(self), y=yk, who=type(self).__name__)
         self.affinity_matrix_ = _expand_square(keep, res["K"])   # a dropped (all-zero) sample has no links
         self.n_iter_ = int(res["subspace"].get("n_outer" if ys is not None else "n_iter", 0))

@@ -228,3 +228,57 @@ def test_semi_supervised_all_zero_samples_keep_their_given_label():
     F = est.label_distributions_
     np.testing.assert_allclose(F.sum(axis=1), 1.0, atol=1e-9)
     assert F[4, y_true[4]] == 1.0 and np.allclose(F[9], 1 / 3)
+
+
+def test_fits_in_threads_leave_the_warning_machinery_alone():
+    import threading
+    X, _ = _docs()
+    before = list(warnings.filters)
+    fits = [threading.Thread(target=lambda: SpectralClustering(3, n_init=1, random_state=0).fit(X))
+            for _ in range(2)]
+    for t in fits:
+        t.start()
+    for t in fits:
+        t.join()
+    assert warnings.filters == before
+    with pytest.warns(UserWarning, match="after the fits"):
+        warnings.warn("after the fits")
+
+
+def test_warnings_under_a_sklearn_pipeline_point_at_the_caller():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+    X, _ = _docs()
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        make_pipeline(FunctionTransformer(), NMFClustering(3, n_init=1, max_iter=3, random_state=0)).fit(X)
+    conv = [r for r in rec if issubclass(r.category, ConvergenceWarning)]
+    assert len(conv) == 1 and conv[0].filename == __file__
+
+
+def test_dask_float32_range_names_the_row_of_X_with_all_zero_rows_before_it():
+    X, _ = _docs()
+    X[2] = 0.0
+    X[3, 5] = 1e39
+    with pytest.raises(ValueError, match=r"beyond the float32 range \(first in row 3;"):
+        NMFClustering(3, n_init=1).fit(da.from_array(X, chunks=(25, 24)))
+
+
+def test_a_class_labelled_only_on_all_zero_rows_is_named():
+    X, y_true = _union()
+    y = np.full(X.shape[0], -1)
+    first = [int(np.flatnonzero(y_true == c)[0]) for c in range(3)]
+    y[first] = [10, 20, 30]
+    X[first[1]] = 0.0
+    with pytest.raises(ValueError, match="every labelled sample of class 20 is an all-zero row"):
+        SubspaceClustering(3, n_neighbors=6, random_state=0).fit(X, y)
+
+
+def test_aks_lrr_warning_names_the_alm_budget():
+    from bigclust.subspace import aks_sc
+    X, y_true = _union()
+    y = np.full(X.shape[0], -1)
+    for c in range(3):
+        y[np.flatnonzero(y_true == c)[:3]] = c
+    with pytest.warns(ConvergenceWarning, match=r"max_iter=1000 "):
+        aks_sc(X, y, regularizer="nuclear", n_neighbors=6, eta=1.0, rho_max=1e-3, max_outer=1)

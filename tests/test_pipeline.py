@@ -345,3 +345,8 @@ def test_out_dir_of_the_same_settings_under_an_older_schema_is_accepted(tmp_path
     rj.write_text(json.dumps(rec))
     with pytest.raises(StoreError, match="holds results of another config"):
         run(cfg)
+    rec["config"]["cluster"]["n_init"] = 5                        # back as it was
+    rec["config"]["cluster"]["kmeans_n_init"] = 3                 # a key since moved or renamed: cannot vouch
+    rj.write_text(json.dumps(rec))
+    with pytest.raises(StoreError, match="holds results of another config"):
+        run(cfg)

@@ -276,7 +276,8 @@ def aks_sc(X, y, *, X_aug=None, origin=None, regularizer="l1", n_neighbors=10, l
             break
     if n_bad:
         from .selfexpr import ConvergenceWarning
-        warnings.warn(f"AkS-SC: {n_bad} C-step solves reached max_iter={max_iter} before their tolerance",
+        budget = alm_max_iter if regularizer == "nuclear" else max_iter
+        warnings.warn(f"AkS-SC: {n_bad} C-step solves reached max_iter={budget} before their tolerance",
                       ConvergenceWarning, stacklevel=2)
     labels = np.argmax(F[:n], axis=1).astype(np.int64)
     if not return_info:
