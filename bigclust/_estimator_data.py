@@ -53,6 +53,15 @@ def _check_X(est, X):
     return X
 
 
+def _not_finite(row):
+    return DataError(f"X contains NaN or infinity (first in row {row})")
+
+
+def _beyond_float32(row):
+    return DataError(f"X has values beyond the float32 range (first in row {row}; data are stored as float32): "
+                     "rescale X")
+
+
 def _first_bad_row(blk, bad_values):
     if sp.issparse(blk):
         return int(np.searchsorted(blk.indptr, np.flatnonzero(bad_values)[0], side="right") - 1)
@@ -63,9 +72,7 @@ def _check_float32_range(blk, r0):
     """Refuse finite values that float32 storage would turn into inf (a clearer error than "NaN or inf")."""
     vals = blk.data if sp.issparse(blk) else np.asarray(blk)
     if vals.dtype == np.float64 and vals.size and np.abs(vals).max() > F32_MAX:
-        row = r0 + _first_bad_row(blk, np.abs(vals) > F32_MAX)
-        raise DataError(f"X has values beyond the float32 range (first in row {row}; data are stored as "
-                        "float32): rescale X")
+        raise _beyond_float32(r0 + _first_bad_row(blk, np.abs(vals) > F32_MAX))
 
 
 def array_source(X, chunk_rows, y=None):
@@ -88,8 +95,7 @@ def array_source(X, chunk_rows, y=None):
                 blk = blk.compute()
                 vals = blk.data if sp.issparse(blk) else np.asarray(blk)
                 if vals.dtype.kind == "f" and not np.isfinite(vals).all():
-                    raise DataError(f"X contains NaN or infinity (first in row "
-                                    f"{r0 + _first_bad_row(blk, ~np.isfinite(vals))})")
+                    raise _not_finite(r0 + _first_bad_row(blk, ~np.isfinite(vals)))
                 _check_float32_range(blk, r0)
             blk = sp.csr_matrix(blk, dtype=np.float32) if sp.issparse(blk) else np.asarray(blk, dtype=np.float32)
             yield blk, (np.full(blk.shape[0], -1, dtype=np.int64) if y is None else y[r0:r0 + blk.shape[0]])
@@ -109,10 +115,9 @@ def _nonzero_rows(X, k, who, what):
         absX = da.absolute(X)
         s, top = (np.asarray(v) for v in dask.compute(absX.sum(axis=1), absX.max(axis=1)))   # one pass
         if not np.isfinite(s).all():
-            raise DataError(f"X contains NaN or infinity (first in row {int(np.flatnonzero(~np.isfinite(s))[0])})")
+            raise _not_finite(int(np.flatnonzero(~np.isfinite(s))[0]))
         if X.dtype == np.float64 and (top > F32_MAX).any():   # here, while row numbers are still X's own
-            raise DataError(f"X has values beyond the float32 range (first in row "
-                            f"{int(np.flatnonzero(top > F32_MAX)[0])}; data are stored as float32): rescale X")
+            raise _beyond_float32(int(np.flatnonzero(top > F32_MAX)[0]))
         keep = s > 0
     else:
         keep = np.asarray((abs(X) if sp.issparse(X) else np.abs(X)).sum(axis=1)).ravel() > 0

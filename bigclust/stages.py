@@ -473,18 +473,12 @@ def _build_cluster(ctx: Context, src, inputs):
                           batch_size=None if lloyd else cl["batch_size"], seed=cl["seed"])]
 
 
-def _draws_nothing(augment):
-    """True for ``augment = "none"`` and for a preset without random copies (``coil20_flip``)."""
-    from .subspace.augment import PRESETS
-    pre = PRESETS.get(augment)
-    return augment == "none" or (pre is not None and pre["n_rotations"] == 0 and pre["n_scalings"] == 0)
-
-
 def _build_subspace(ctx: Context, src, inputs):
     (key,) = inputs
     # without augmentation, or with one that draws nothing ({flip}), W does not depend on the trial's seed
     # (exact kNN; NN-descent seeded with 0): the trials share one W and differ only in their k-means starts
-    seed = 0 if _draws_nothing(ctx.params.augment) else ctx.point["cluster"]["seed"]
+    from .subspace.augment import draws_nothing
+    seed = 0 if draws_nothing(ctx.params.augment) else ctx.point["cluster"]["seed"]
     sc = ctx.point.get("subspace", {})
     return [SubspaceParams(input=key, src=src, method=ctx.method.name,
                            method_params=params_dict(ctx.params), seed=seed,

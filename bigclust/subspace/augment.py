@@ -60,6 +60,12 @@ PRESETS = {
 }
 
 
+def draws_nothing(augment):
+    """True for ``"none"`` and for a preset without random copies (``coil20_flip``): its output is seed-free."""
+    pre = PRESETS.get(augment)
+    return augment == "none" or (pre is not None and pre["n_rotations"] == 0 and pre["n_scalings"] == 0)
+
+
 def _check_images(X, image_shape, order):
     if image_shape is None:
         raise DataError("augmentation needs image data: give image_shape=(height, width)")
