@@ -270,8 +270,9 @@ class NMFClustering(_PipelineEstimator):
         ``linear``: ``X ~ V U^T`` (U: terms x k, V: documents x k);
         ``bilinear``: concept factorisation ``X ~ X W V^T`` on ``kernel``.
     kernel : {"linear", "cosine2", "gaussian", "knn", "cosine"}, default="linear"
-        Bilinear model only.  ``linear``: ``K = X X^T``, never formed (O(nnz k)
-        per iteration); the others are built as in :class:`SpectralClustering`.
+        Bilinear model only (another kernel with the linear model is an error).  ``linear``:
+        ``K = X X^T``, never formed (O(nnz k) per iteration); the others are built as in
+        :class:`SpectralClustering`.
     gamma, n_neighbors : float or "median", int
         Kernel parameters (Gaussian width ``exp(-d^2 / gamma)`` as a squared distance, the inverse of
         scikit-learn's; ``"median"`` as in :class:`SpectralClustering`; kNN size).
@@ -327,6 +328,10 @@ class NMFClustering(_PipelineEstimator):
         from .nmf import INITS, SOLVERS
         model = check.choice(self, "model", ("linear", "bilinear"))
         solver, init = check.choice(self, "solver", SOLVERS), check.choice(self, "init", INITS)
+        kernel = check.choice(self, "kernel", AFFINITIES)
+        if model == "linear" and kernel != "linear":
+            raise UserError(f"NMFClustering: kernel={self.kernel!r} is for model='bilinear'; the linear model "
+                            "factorises X itself (use model='bilinear' or leave kernel='linear')")
         if model == "bilinear" and (solver, init) != ("mu", "random"):
             bad = "solver" if solver != "mu" else "init"
             raise UserError(f"NMFClustering: {bad}={getattr(self, bad)!r} is for model='linear'; the bilinear "
@@ -337,7 +342,7 @@ class NMFClustering(_PipelineEstimator):
         return {
             "data": {"path": "<array>"},
             "preprocess": {"l2_normalize": False, "tfidf": False},
-            "affinity": {"kind": check.choice(self, "kernel", AFFINITIES), "gamma": check.gamma(self),
+            "affinity": {"kind": kernel, "gamma": check.gamma(self),
                          "n_neighbors": check.integer(self, "n_neighbors", 2)},
             "method": {"names": [name]},
             name: section,

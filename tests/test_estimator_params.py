@@ -57,6 +57,7 @@ def test_numpy_scalars_from_a_parameter_grid_are_plain_values():
     (NMFClustering(3, solver="foo"), r"^NMFClustering: solver must be one of 'mu', 'hals', got 'foo'$"),
     (NMFClustering(3, model="bilinear", solver="hals"), r"^NMFClustering: solver='hals' is for model='linear'"),
     (NMFClustering(3, model="bilinear", init="nndsvd"), r"^NMFClustering: init='nndsvd' is for model='linear'"),
+    (NMFClustering(3, kernel="cosine2"), r"^NMFClustering: kernel='cosine2' is for model='bilinear'"),
     (NMFClustering(90), r"^NMFClustering: n_clusters=90 must be below n_samples=90$"),
     (NMFClustering(3, max_memory="lots"), r"^NMFClustering: max_memory must be a size like"),
     (SpectralClustering(3, l2_normalize="yes"), r"^SpectralClustering: l2_normalize must be True or False"),
