@@ -139,6 +139,30 @@ def test_subset_protocol_is_deterministic_and_averaged(tmp_path, make_config):
     assert len(c) == len(a)
 
 
+def test_subset_protocol_keep_results_drops_each_subset_after_its_methods(tmp_path, make_config, monkeypatch):
+    """keep = "results": subsets outer, methods inner, a subset's kernels dropped before the next subset runs;
+    the trials are those of the method-by-method order, bit for bit."""
+    from bigclust import pipeline, store_admin
+    cfg = _subset_config(tmp_path, make_config)
+    run(cfg, out=str(tmp_path / "all"), store=str(tmp_path / "all.zarr"))
+    cfg.write_text(cfg.read_text().replace('path = "store.zarr"', 'path = "store.zarr"\nkeep = "results"'))
+    live, real = [], store_admin.drop_intermediates
+
+    def watched(store, done, droppable):   # kernels present in the store each time a drop starts
+        live.append(sum(store.has("affinity", k) for k in store.stage_keys("affinity")))
+        return real(store, done, droppable)
+    monkeypatch.setattr(store_admin, "drop_intermediates", watched)
+    run(cfg)
+    assert len(live) == 2 * 3 + 1 and max(live) == 1   # one kernel (ncut's) per subset, never two subsets'
+    s = Store(tmp_path / "store.zarr")
+    assert s.stage_keys("affinity") and all(s.dropped("affinity", k) for k in s.stage_keys("affinity"))
+    assert all(s.dropped("subset", k) for k in s.stage_keys("subset"))
+    cols = ("method", "subset_size", "trial", "classes", "n", "acc_best_inertia", "nmi_best_inertia", "params")
+    ref, ours = _trials(tmp_path / "all" / "trials.csv"), _trials(tmp_path / "out" / "trials.csv")
+    assert [[r[c] for c in cols] for r in ours] == [[r[c] for c in cols] for r in ref]
+    assert pipeline.DROPPABLE == {"affinity": ("K",), "subset": ("X",)}
+
+
 def test_subset_protocol_errors(tmp_path, make_config):
     from bigclust.errors import ConfigError, UserError
     cfg = _subset_config(tmp_path, make_config)
