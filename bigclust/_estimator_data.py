@@ -103,6 +103,14 @@ def array_source(X, chunk_rows, y=None):
     return Source(info, blocks)
 
 
+def _abs_row_stats(b):
+    """``(rows, 2)``: sum and max of |x| per row of a block (NumPy or scipy.sparse)."""
+    a = abs(b)
+    if sp.issparse(a):
+        return np.stack([np.asarray(a.sum(axis=1)).ravel(), a.max(axis=1).toarray().ravel()], axis=1)
+    return np.stack([a.sum(axis=1), a.max(axis=1)], axis=1)
+
+
 def _nonzero_rows(X, k, who, what):
     """``(keep mask or None, X without its all-zero rows)``: such a row cannot be placed (label -1, as noise).
 
@@ -110,10 +118,12 @@ def _nonzero_rows(X, k, who, what):
     with NaN or inf is an error here (its absolute sum is not finite), not an all-zero row.
     """
     if _is_dask(X):
-        import dask
-        import dask.array as da
-        absX = da.absolute(X)
-        s, top = (np.asarray(v) for v in dask.compute(absX.sum(axis=1), absX.max(axis=1)))   # one pass
+        # one pass, per block, so that blocks may be scipy.sparse matrices too (dask's own reductions call
+        # numpy keywords scipy.sparse does not take); per column block: [sum |x|, max |x|] of each row
+        nb = len(X.chunks[1])
+        st = np.asarray(X.map_blocks(_abs_row_stats, dtype=np.float64, chunks=(X.chunks[0], (2,) * nb),
+                                     meta=np.empty((0, 0))).compute())
+        s, top = st[:, 0::2].sum(axis=1), st[:, 1::2].max(axis=1)
         if not np.isfinite(s).all():
             raise _not_finite(int(np.flatnonzero(~np.isfinite(s))[0]))
         if X.dtype == np.float64 and (top > F32_MAX).any():   # here, while row numbers are still X's own

@@ -83,7 +83,8 @@ class Method:
     assign_streamed : callable, optional
         Assign stage when its input does not fit ``max_memory`` (documents X:
         :func:`bigclust.plan.nmf_plan`; a dense kernel K: two float64 copies):
-        ``(read_block, bounds, params, k, seed, map_blocks, cluster=cluster_section) -> Assignment``.
+        ``(read_block, bounds, params, k, seed, map_blocks, cluster=cluster_section, src=src) -> Assignment``
+        (``src``: ``"affinity"`` when the blocks are a kernel's rows, else the documents').
     normalize_ooc : callable, optional
         Embed stage out of core: ``(Ks, group, params, y, max_memory, client)
         -> (P, scale, info, extra_attrs)`` with ``Ks`` zarr arrays, ``P`` a

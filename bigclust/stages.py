@@ -362,7 +362,8 @@ def assign(store_path, key, attrs, p: AssignParams, *, client=None, **_):
         from .blocks import RowReader, task_mapper
         reader = RowReader(store_path, p.src, p.input, name, p.stream)
         res = m.assign_streamed(reader, p.stream, m.make(p.method_params), p.k, p.seed,
-                                task_mapper(client) if client is not None else None, cluster=p.cluster)
+                                task_mapper(client) if client is not None else None, cluster=p.cluster,
+                                src=p.src)
     else:
         data = read_matrix(store.open(p.src, p.input), name)
         res = m.assign(data, m.make(p.method_params), p.k, p.seed, p.cluster, p.src)

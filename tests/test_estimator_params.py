@@ -114,6 +114,9 @@ def test_all_zero_rows_alike_for_numpy_and_dask():
     with pytest.warns(RuntimeWarning, match="2 all-zero document"):
         b = NMFClustering(**kw).fit(da.from_array(X, chunks=(25, 24)))
     np.testing.assert_array_equal(a.labels_, b.labels_)
+    with pytest.warns(RuntimeWarning, match="2 all-zero document"):   # blocks that are scipy.sparse matrices
+        c = NMFClustering(**kw).fit(da.from_array(X, chunks=(25, 24)).map_blocks(sp.csr_matrix))
+    np.testing.assert_array_equal(a.labels_, c.labels_)
     assert a.labels_[5] == a.labels_[17] == -1 and (a.labels_ >= 0).sum() == 88
     Xs, _ = _union()
     Xs[7] = 0.0
@@ -125,6 +128,10 @@ def test_all_zero_rows_alike_for_numpy_and_dask():
     with pytest.warns(RuntimeWarning, match="1 all-zero sample"):
         t = SubspaceClustering(3, n_neighbors=6, n_init=2, random_state=0).fit(da.from_array(Xs, chunks=(16, 20)))
     np.testing.assert_array_equal(s.labels_, t.labels_)
+    with pytest.warns(RuntimeWarning, match="1 all-zero sample"):
+        u = SubspaceClustering(3, n_neighbors=6, n_init=2, random_state=0).fit(
+            da.from_array(Xs, chunks=(16, 7)).map_blocks(sp.csr_matrix))
+    np.testing.assert_array_equal(s.labels_, u.labels_)
 
 
 def test_iteration_budget_is_sklearns_convergence_warning():
@@ -153,6 +160,8 @@ def test_nan_or_inf_in_a_dask_array_is_an_error_not_an_empty_row(make, bad):
     X[7, 1] = bad
     with pytest.raises(ValueError, match=r"X contains NaN or infinity \(first in row 7\)"):
         make().fit(da.from_array(X, chunks=(25, 24)))
+    with pytest.raises(ValueError, match=r"X contains NaN or infinity \(first in row 7\)"):
+        make().fit(da.from_array(X, chunks=(25, 24)).map_blocks(sp.csr_matrix))
     with pytest.raises(ValueError, match="NaN|infinity"):                  # NumPy: scikit-learn's own check
         make().fit(X)
 

@@ -191,6 +191,30 @@ def test_negative_data_for_linear_nmf_is_one_line(tmp_path, make_config):
     assert not (tmp_path / "out").exists()
 
 
+def test_bilinear_linear_kernel_beyond_max_memory_is_refused_not_misread(tmp_path, make_config):
+    """Streamed bilinear NMF reads a stored kernel's rows; X's rows are not K's (K = X X^T is never formed).
+    A square symmetric X once passed as K and gave another factorisation; other shapes crashed."""
+    rng = np.random.RandomState(0)
+    R = rng.rand(80, 80)
+    square = np.kron(np.eye(4), np.ones((20, 20))) + 0.3 * (R + R.T) / 2
+    for X in (square, rng.rand(200, 60)):
+        with pytest.raises(ValueError, match="linear kernel .* needs X in memory"):
+            NMFClustering(4, model="bilinear", n_init=2, random_state=0, max_memory="40KB").fit(X)
+    p = tmp_path / "sq.npz"
+    np.savez(p, X=square, y=np.repeat(np.arange(4), 20))
+    cfg = make_config(p)
+    cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["binmf"]')
+                   .replace("[affinity]", '[affinity]\nkind = "linear"').replace("gamma = ", "# gamma = ")
+                   .replace('path = "store.zarr"', 'path = "store.zarr"\nmax_memory = "40KB"')
+                   .replace("[method]", "[binmf]\nn_init = 2\n\n[method]"))
+    r = subprocess.run([sys.executable, "-m", "bigclust.cli", "pipeline", "run", str(cfg)], capture_output=True,
+                       text=True)
+    errs = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(errs) == 1, r.stderr
+    assert "needs X in memory" in errs[0]
+    assert not (tmp_path / "out").exists()
+
+
 def test_estimator_labels_all_zero_documents_minus_one():
     X, y = _docs(n=90)
     X[[5, 17]] = 0.0

@@ -38,7 +38,7 @@ def nmf_assign(X, p, k, seed, cl, src):
                       {"U": U, "V": V}, _info_attrs(info))
 
 
-def nmf_assign_streamed(read_block, bounds, p, k, seed, map_blocks, cluster=None):
+def nmf_assign_streamed(read_block, bounds, p, k, seed, map_blocks, cluster=None, src=None):
     """Linear NMF with X read from the store in row blocks, one pass per iteration (out of core)."""
     from . import linear_nmf_streamed
     from ._common import UserError
@@ -63,10 +63,19 @@ def binmf_assign(data, p, k, seed, cl, src):
                       {"W": W, "V": V}, _info_attrs(info))
 
 
-def binmf_assign_streamed(read_block, bounds, p, k, seed, map_blocks, cluster=None):
-    """Bilinear NMF on a dense kernel left in the store: every product streams K's row blocks."""
+def binmf_assign_streamed(read_block, bounds, p, k, seed, map_blocks, cluster=None, src="affinity"):
+    """Bilinear NMF on a dense kernel left in the store: every product streams K's row blocks.
+
+    The blocks must be K's: with the linear kernel (``src`` is X, K = X X^T never formed) there is no
+    streamed path, and X's blocks read as K's would factorise the wrong matrix.
+    """
     from . import bilinear_nmf
     from ._bilinear import StoredKernel
+    from ._common import UserError
+    if src != "affinity":
+        raise UserError("bilinear NMF with the linear kernel (K = X X^T, never formed) needs X in memory, and X "
+                        "with the factors does not fit max_memory; raise max_memory (out of core, bilinear NMF "
+                        "streams only a stored dense kernel, such as the cosine-square one)")
     labels, W, V, info = bilinear_nmf(StoredKernel(read_block, bounds), k, kernel="precomputed", init=p.init,
                                       n_init=p.n_init, max_iter=p.max_iter, tol=p.tol, random_state=seed,
                                       ncw=p.ncw, return_info=True)
@@ -95,7 +104,7 @@ def kernel_kmeans_assign(K, p, k, seed, cl, src):
                       attrs={"n_empty_reseeded": int(info.n_empty_reseeded)})
 
 
-def kernel_kmeans_assign_streamed(read_block, bounds, p, k, seed, map_blocks, cluster=None):
+def kernel_kmeans_assign_streamed(read_block, bounds, p, k, seed, map_blocks, cluster=None, src="affinity"):
     """Kernel k-means on a dense kernel left in the store: one pass over K's row blocks per iteration."""
     from . import kernel_kmeans_streamed
     labels, obj, info = kernel_kmeans_streamed(read_block, bounds, k, n_init=cluster["n_init"],
