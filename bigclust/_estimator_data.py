@@ -111,7 +111,7 @@ def _abs_row_stats(b):
     return np.stack([a.sum(axis=1), a.max(axis=1)], axis=1)
 
 
-def _nonzero_rows(X, k, who, what):
+def _nonzero_rows(X, k, who, what, fate="labelled -1"):
     """``(keep mask or None, X without its all-zero rows)``: such a row cannot be placed (label -1, as noise).
 
     A Dask array is scanned once, block by block, for the mask (n booleans) and stays lazy; a row
@@ -137,7 +137,7 @@ def _nonzero_rows(X, k, who, what):
         raise ValueError(f"X has {int((~keep).sum())} all-zero rows and only {int(keep.sum())} others; "
                          f"n_clusters={k} needs more non-zero {what}s")
     warnings.warn(f"{who}: {int((~keep).sum())} all-zero {what}(s) (first: row {int(np.flatnonzero(~keep)[0])}) "
-                  "cannot be placed; labelled -1", RuntimeWarning, stacklevel=user_stacklevel())
+                  f"cannot be placed; {fate}", RuntimeWarning, stacklevel=user_stacklevel())
     return keep, X[np.flatnonzero(keep)]
 
 

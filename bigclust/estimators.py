@@ -299,10 +299,19 @@ class NMFClustering(_PipelineEstimator):
     components_ : ndarray
         Linear: U^T (k x n_features), the term factor.  Bilinear: W^T (k x n_samples).
     document_factor_ : ndarray (n_samples, k)
-        V (normalised as in 3-4/3-5 or 3-16/3-17).
+        V, normalised after the fit: linear, U's columns to unit length and V's scaled by U's former
+        norms (so ``document_factor_ @ components_`` is unchanged); bilinear, by ``s = sqrt(diag(WᵀKW))``.
     objective_ : float
+        Of the restart kept: linear ``1/2 ||X - V Uᵀ||_F²`` (scikit-learn's ``reconstruction_err_`` is
+        the unsquared norm), bilinear ``1/2 tr((I - W Vᵀ)ᵀ K (I - W Vᵀ))``; with ``ncw`` of the NCW-weighted
+        X (K), which ``document_factor_ @ components_`` then approximates.
     n_iter_ : int
+        Iterations of the restart kept.
     n_features_in_ : int
+
+    With ``n_clusters=1`` every label is 0, the factors are None and ``objective_`` is NaN.
+    Out of core (X beyond ``max_memory``) the linear model takes ``init="random"`` without ``ncw``;
+    the bilinear model streams a dense kernel's rows, and with the linear kernel needs X in memory.
     """
 
     def __init__(self, n_clusters=8, *, model="linear", kernel="linear", gamma=1.0, n_neighbors=15, ncw=False,
@@ -363,14 +372,14 @@ class NMFClustering(_PipelineEstimator):
         X = _check_X(self, X)
         config = self._config(X.shape[0])
         k = config["cluster"]["n_clusters"]
+        if self.model == "linear" and not hasattr(X, "dask"):   # checked for n_clusters=1 as well
+            from sklearn.utils.validation import check_non_negative
+            check_non_negative(X, "NMFClustering (model='linear'; the bilinear model takes any sign)")
         if k == 1:  # one cluster holds every sample
             self.labels_ = np.zeros(X.shape[0], dtype=np.int64)
             self.components_ = self.document_factor_ = None
             self.objective_, self.n_iter_ = float("nan"), 0
             return self
-        if self.model == "linear" and not hasattr(X, "dask"):
-            from sklearn.utils.validation import check_non_negative
-            check_non_negative(X, "NMFClustering (model='linear'; the bilinear model takes any sign)")
         keep, Xk = _nonzero_rows(X, k, "NMFClustering", "document")
         res = run_estimator(config, Xk, check.scheduler(self), who=type(self).__name__)
         arrays = res["arrays"]
@@ -526,8 +535,11 @@ class SubspaceClustering(_PipelineEstimator):
             self.labels_ = np.zeros(X.shape[0], dtype=np.int64) if ys is None else np.full(X.shape[0], classes[0])
             self.affinity_matrix_ = self.embedding_ = None
             self.n_iter_ = 0
+            if ys is not None:   # one class: every row of F is that class
+                self.classes_, self.label_distributions_ = classes, np.ones((X.shape[0], 1))
             return self
-        keep, Xk = _nonzero_rows(X, k, "SubspaceClustering", "sample")
+        keep, Xk = _nonzero_rows(X, k, "SubspaceClustering", "sample",
+                                 "labelled -1" if ys is None else "labelled -1 unless y gives their label")
         yk = None if ys is None else (ys if keep is None else ys[keep])
         if yk is not None and keep is not None:
             lost = np.setdiff1d(np.unique(ys[ys >= 0]), yk[yk >= 0])

@@ -232,7 +232,7 @@ def test_semi_supervised_all_zero_samples_keep_their_given_label():
     for c in range(3):
         y[np.flatnonzero(y_true == c)[:3]] = c
     y[4], y[9] = y_true[4], -1                                         # one all-zero sample labelled, one not
-    with pytest.warns(RuntimeWarning, match="2 all-zero sample"):
+    with pytest.warns(RuntimeWarning, match="2 all-zero sample.*unless y gives their label"):
         est = SubspaceClustering(3, n_neighbors=6, random_state=0).fit(X, y)
     assert est.labels_[4] == y_true[4] and est.labels_[9] == -1
     F = est.label_distributions_
@@ -292,3 +292,28 @@ def test_aks_lrr_warning_names_the_alm_budget():
         y[np.flatnonzero(y_true == c)[:3]] = c
     with pytest.warns(ConvergenceWarning, match=r"max_iter=1000 "):
         aks_sc(X, y, regularizer="nuclear", n_neighbors=6, eta=1.0, rho_max=1e-3, max_outer=1)
+
+
+def test_nmf_warns_only_when_the_kept_restart_stopped_on_max_iter():
+    from bigclust.nmf import NMFConvergenceWarning
+    from bigclust.nmf._common import warn_not_converged
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_not_converged("linear NMF", True, 4, 10, 500, 1e-5)      # restarts left behind do not matter
+    with pytest.warns(NMFConvergenceWarning, match=r"restart kept .* max_iter=500 .*; 4 of 10 restarts did"):
+        warn_not_converged("linear NMF", False, 4, 10, 500, 1e-5)
+    X, _ = _docs()
+    with pytest.warns(NMFConvergenceWarning, match="restart kept"):
+        NMFClustering(3, n_init=3, max_iter=3, random_state=0).fit(X)
+
+
+def test_n_clusters_1_still_checks_the_data_and_keeps_semi_supervised_attributes():
+    X, _ = _docs()
+    X[0, 0] = -1.0
+    with pytest.raises(ValueError, match="Negative values"):
+        NMFClustering(1).fit(X)
+    Xs, _ = _union()
+    y = np.full(Xs.shape[0], -1)
+    y[:3] = 7
+    s = SubspaceClustering(1, n_neighbors=6).fit(Xs, y)
+    assert (s.labels_ == 7).all() and list(s.classes_) == [7] and s.label_distributions_.shape == (60, 1)

@@ -57,8 +57,8 @@ def _pick(results, what, max_iter, tol):
     finals = np.array([h[-1] for h, _, _ in results])
     best = int(np.argmin(finals))
     n_iters = np.array([it for _, it, _ in results], dtype=np.int64)
-    warn_not_converged(what, sum(not c for _, _, c in results), len(results), max_iter, tol)
     h, it, conv = results[best]
+    warn_not_converged(what, conv, sum(not c for _, _, c in results), len(results), max_iter, tol)
     return best, NMFInfo(objective=h, n_iter=int(it), converged=bool(conv), best=best, objectives=finals,
                          n_iters=n_iters)
 

@@ -239,10 +239,14 @@ def labels_from(V, what="V"):
     return np.argmax(V, axis=1).astype(np.int32)
 
 
-def warn_not_converged(what, n_not, n_init, max_iter, tol):
-    if n_not and tol > 0:  # tol=0 asks for exactly max_iter iterations
-        warnings.warn(f"{what}: {n_not} of {n_init} restart(s) reached max_iter={max_iter} before the "
-                      f"relative objective change fell below tol={tol:g}", NMFConvergenceWarning, stacklevel=4)
+def warn_not_converged(what, kept_converged, n_not, n_init, max_iter, tol):
+    """Warn when the restart kept (lowest objective) stopped on max_iter: restarts left behind do not
+    matter to the result (scikit-learn's KMeans does not warn about them either)."""
+    if not kept_converged and tol > 0:  # tol=0 asks for exactly max_iter iterations
+        others = f"; {n_not} of {n_init} restarts did" if n_init > 1 else ""
+        warnings.warn(f"{what}: the restart kept (lowest objective) reached max_iter={max_iter} before the "
+                      f"relative objective change fell below tol={tol:g}{others}", NMFConvergenceWarning,
+                      stacklevel=4)
 
 
 def rel_change(prev, cur):

@@ -388,7 +388,7 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=_say, **_):
     if n_bad:
         from .selfexpr import MAX_ITER
         warnings.warn(f"ADMM: {n_bad} of {n} columns reached max_iter={mp.max_iter or MAX_ITER} before the "
-                      "residual tests", ConvergenceWarning, stacklevel=2)
+                      "primal and dual residuals fell below their tolerances", ConvergenceWarning, stacklevel=2)
     t0, c0 = time.perf_counter(), time.process_time()
     W = affinity(fold_back(_assemble(nb, coef, D), D))
     times["fold_seconds"], cpu["fold_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0

@@ -215,7 +215,7 @@ def self_expression(X, dictionary, neighbors, regularizer="l1", lam=None, *, alp
     n_bad = int((~conv).sum())
     if n_bad:
         warnings.warn(f"ADMM: {n_bad} of {dictionary.n} columns reached max_iter={max_iter} before the "
-                      f"residual tests", ConvergenceWarning, stacklevel=2)
+                      f"primal and dual residuals fell below their tolerances", ConvergenceWarning, stacklevel=2)
     info = dict(lam=lam, n_iter=its, converged=conv, rho=rho)
     return (C, info) if return_info else C
 
