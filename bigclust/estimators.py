@@ -25,7 +25,8 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 
 from . import _estimator_params as check
-from ._estimator_data import _check_X, _expand, _expand_square, _nonzero_rows, array_source, warnings_at_caller
+from ._estimator_data import (_check_X, _expand, _expand_square, _nonzero_rows, array_source,
+                              in_estimator_words, warnings_at_caller)
 from .errors import UserError
 
 AFFINITIES = ("gaussian", "knn", "linear", "cosine", "cosine2")
@@ -185,7 +186,7 @@ class SpectralClustering(_PipelineEstimator):
             self.affinity_matrix_ = self.embedding_ = None
             self.inertia_, self.n_iter_, self.normalization_info_, self.gamma_ = float("nan"), 0, {}, None
             return self
-        res = run_estimator(config, X, check.scheduler(self), who=type(self).__name__)
+        res = run_estimator(config, X, check.scheduler(self), who=self)
         self.gamma_ = res["record"].get("gamma_used", res["record"]["params"].get("gamma"))
         self.labels_ = res["labels"]
         self.affinity_matrix_ = res["K"]
@@ -204,16 +205,19 @@ def run_estimator(raw_config: dict, X, scheduler=None, y=None, who="bigclust") -
     ``E`` (the embedding, if the chain has one), ``K`` (the kernel when it
     fits ``max_memory``, else None), ``embed`` (the embed stage's attributes)
     and ``record`` (the pipeline's record).  ``y``: int64 labels stored with X (-1 = unlabelled).
-    ``who`` (the estimator's name) starts every error message that does not name it already; the
+    ``who`` (the estimator, or a name) starts every error message that does not name it already, and a
+    config key in it that is one of the estimator's parameters is named as that parameter; the
     pipeline's warnings are issued once each, at the caller's line.
     """
     try:
         with warnings_at_caller():
             return _run_estimator(raw_config, X, scheduler, y)
     except UserError as e:
-        if str(e).startswith(who):
-            raise
-        raise type(e)(f"{who}: {e}") from None
+        name, msg = (who, str(e)) if isinstance(who, str) else \
+            (type(who).__name__, in_estimator_words(str(e), who.get_params(deep=False)))
+        if msg.startswith(name):
+            raise type(e)(msg) from None
+        raise type(e)(f"{name}: {msg}") from None
 
 
 def _run_estimator(raw_config, X, scheduler, y):
@@ -381,7 +385,7 @@ class NMFClustering(_PipelineEstimator):
             self.objective_, self.n_iter_ = float("nan"), 0
             return self
         keep, Xk = _nonzero_rows(X, k, "NMFClustering", "document")
-        res = run_estimator(config, Xk, check.scheduler(self), who=type(self).__name__)
+        res = run_estimator(config, Xk, check.scheduler(self), who=self)
         arrays = res["arrays"]
         W = arrays["U"] if self.model == "linear" else arrays["W"]
         if self.model == "linear":
@@ -546,7 +550,7 @@ class SubspaceClustering(_PipelineEstimator):
             if lost.size:
                 raise UserError(f"SubspaceClustering: every labelled sample of class {classes[lost[0]].item()!r} is an "
                                 "all-zero row, which cannot be represented; label another sample of that class")
-        res = run_estimator(cfg, Xk, check.scheduler(self), y=yk, who=type(self).__name__)
+        res = run_estimator(cfg, Xk, check.scheduler(self), y=yk, who=self)
         self.affinity_matrix_ = _expand_square(keep, res["K"])   # a dropped (all-zero) sample has no links
         self.n_iter_ = int(res["subspace"].get("n_outer" if ys is not None else "n_iter", 0))
         if ys is None:

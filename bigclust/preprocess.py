@@ -150,7 +150,8 @@ def pca_fit(X, n_components, *, random_state=0, n_oversamples=10, n_iter=6, chun
     """
     n, d = X.shape
     if not 1 <= n_components <= min(n, d):
-        raise DataError(f"PCA n_components={n_components} must be in [1, {min(n, d)}]")
+        raise DataError(f"PCA n_components={n_components} (the pca setting) must be in [1, {min(n, d)}], "
+                        f"at most min(n_samples, n_features) = min({n}, {d})")
     l = min(d, n_components + max(0, int(n_oversamples)))
     if hasattr(X, "rechunk"):
         X = X.rechunk({1: -1})          # whole rows per block

@@ -317,3 +317,10 @@ def test_n_clusters_1_still_checks_the_data_and_keeps_semi_supervised_attributes
     y[:3] = 7
     s = SubspaceClustering(1, n_neighbors=6).fit(Xs, y)
     assert (s.labels_ == 7).all() and list(s.classes_) == [7] and s.label_distributions_.shape == (60, 1)
+
+
+def test_pipeline_errors_name_the_estimators_parameter_not_the_config_key():
+    X = np.random.default_rng(0).random((200, 60))
+    with pytest.raises(ValueError, match=r"^NMFClustering: linear NMF streamed .* raise max_memory") as e:
+        NMFClustering(4, ncw=True, n_init=2, max_memory="40KB").fit(X)
+    assert "[store]" not in str(e.value)

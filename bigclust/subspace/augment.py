@@ -79,7 +79,8 @@ def _check_images(X, image_shape, order):
     if len(shape) != 2 or min(shape) < 1:
         raise DataError(f"image_shape={image_shape!r} must be a pair of positive ints")
     if shape[0] * shape[1] != X.shape[1]:
-        raise DataError(f"image_shape {shape} has {shape[0] * shape[1]} pixels but X has {X.shape[1]} features")
+        raise DataError(f"image_shape {shape} has {shape[0] * shape[1]} pixels but X has {X.shape[1]} features "
+                        "(an augment preset sets it: coil20* 32 x 32, mnist 28 x 28)")
     if order not in ("C", "F"):
         raise UserError(f"order={order!r} must be 'C' (row-major) or 'F' (column-major, MATLAB)")
     if not np.all(np.isfinite(X)):
