@@ -440,8 +440,8 @@ class SubspaceClustering(_PipelineEstimator):
     pca : int, default=0
         > 0: PCA to ``pca`` components of the features, after augmentation (the paper: scattering, then 100).
     image : {None, "mnist", "coil20"}, default=None
-        The images' layout for ``features="scattering"`` (28x28 row-major, 32x32 column-major); None: the
-        ``augment`` preset's.
+        The images' layout (28x28 row-major, 32x32 column-major) for the image augmentations and
+        ``features="scattering"``, in place of the ``augment`` preset's; None: the preset's.
     max_iter : int or None, default=None
         Iterations per column of the l1 ADMM (None: 5000), or of LRR's inexact ALM (None: 1000 in
         AkS-LRR, 5000 otherwise); l2 is solved in closed form.  Columns that stop at the budget are
@@ -495,6 +495,9 @@ class SubspaceClustering(_PipelineEstimator):
         if features == "scattering" and image is None and augment in (None, "interpolate"):
             raise UserError("SubspaceClustering: features='scattering' needs the image layout: set "
                                   "image='mnist' or 'coil20' (or augment to an image preset)")
+        if image is not None and features == "pixels" and augment in (None, "interpolate"):
+            raise UserError(f"SubspaceClustering: image={image!r} is the layout for image augmentations or "
+                            "features='scattering', and neither is set; leave image=None")
         if semi and n_neighbors == 0:
             raise UserError("SubspaceClustering: a partially labelled y (AkS-SC) needs kNN supports: "
                                   "n_neighbors >= 1")

@@ -324,3 +324,9 @@ def test_pipeline_errors_name_the_estimators_parameter_not_the_config_key():
     with pytest.raises(ValueError, match=r"^NMFClustering: linear NMF streamed .* raise max_memory") as e:
         NMFClustering(4, ncw=True, n_init=2, max_memory="40KB").fit(X)
     assert "[store]" not in str(e.value)
+
+
+def test_an_image_layout_nothing_uses_is_refused():
+    X, _ = _union()
+    with pytest.raises(ValueError, match=r"^SubspaceClustering: image='mnist' is the layout .* leave image=None"):
+        SubspaceClustering(3, image="mnist", n_neighbors=6).fit(X)
