@@ -107,7 +107,8 @@ def in_estimator_words(msg, params):
     """A pipeline message in an estimator's words: ``[store] max_memory`` -> ``max_memory`` when that key
     is one of the estimator's ``params`` (an estimator user never wrote the config it was built into)."""
     import re
-    return re.sub(r"\[(\w+)\] (\w+)", lambda m: m.group(2) if m.group(2) in params else m.group(0), msg)
+    return re.sub(r"(?:--[\w-]+ or )?\[(\w+)\] (\w+)", lambda m: m.group(2) if m.group(2) in params else m.group(0),
+                  msg)
 
 
 def _abs_row_stats(b):

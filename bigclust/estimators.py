@@ -539,6 +539,7 @@ class SubspaceClustering(_PipelineEstimator):
         cfg = self._config(X.shape[0], ys is not None)
         k = cfg["cluster"]["n_clusters"]
         if k == 1:
+            check.subspace_shapes(self, cfg["aksc"], *X.shape)
             self.labels_ = np.zeros(X.shape[0], dtype=np.int64) if ys is None else np.full(X.shape[0], classes[0])
             self.affinity_matrix_ = self.embedding_ = None
             self.n_iter_ = 0

@@ -317,6 +317,11 @@ def test_n_clusters_1_still_checks_the_data_and_keeps_semi_supervised_attributes
     y[:3] = 7
     s = SubspaceClustering(1, n_neighbors=6).fit(Xs, y)
     assert (s.labels_ == 7).all() and list(s.classes_) == [7] and s.label_distributions_.shape == (60, 1)
+    for bad, match in ((dict(augment="coil20"), "1024 pixels but X has 20"), (dict(pca=30), "n_components=30")):
+        with pytest.raises(ValueError, match=match):       # as with n_clusters >= 2
+            SubspaceClustering(1, **bad).fit(Xs)
+        with pytest.raises(ValueError, match=match):
+            SubspaceClustering(2, n_neighbors=6, **bad).fit(Xs)
 
 
 def test_pipeline_errors_name_the_estimators_parameter_not_the_config_key():
@@ -330,3 +335,6 @@ def test_an_image_layout_nothing_uses_is_refused():
     X, _ = _union()
     with pytest.raises(ValueError, match=r"^SubspaceClustering: image='mnist' is the layout .* leave image=None"):
         SubspaceClustering(3, image="mnist", n_neighbors=6).fit(X)
+    with pytest.raises(ValueError, match=r"^NMFClustering: scheduler 'foo' \(scheduler\) is not an address") as e:
+        NMFClustering(2, scheduler="foo").fit(X)
+    assert "[dask]" not in str(e.value) and "--scheduler" not in str(e.value)
