@@ -335,6 +335,10 @@ def test_an_image_layout_nothing_uses_is_refused():
     X, _ = _union()
     with pytest.raises(ValueError, match=r"^SubspaceClustering: image='mnist' is the layout .* leave image=None"):
         SubspaceClustering(3, image="mnist", n_neighbors=6).fit(X)
+
+
+def test_a_bad_scheduler_is_named_as_the_estimators_parameter():
+    X = np.random.default_rng(0).random((30, 4))
     with pytest.raises(ValueError, match=r"^NMFClustering: scheduler 'foo' \(scheduler\) is not an address") as e:
         NMFClustering(2, scheduler="foo").fit(X)
     assert "[dask]" not in str(e.value) and "--scheduler" not in str(e.value)
