@@ -311,6 +311,11 @@ class NMFClustering(_PipelineEstimator):
         X (K), which ``document_factor_ @ components_`` then approximates.
     n_iter_ : int
         Iterations of the restart kept.
+    affinity_matrix_ : ndarray, scipy.sparse matrix or None
+        The bilinear model's kernel K when it was formed and fits ``max_memory`` (None for the linear
+        kernel, which is never formed, and for the linear model).
+    gamma_ : float or None
+        The Gaussian / kNN kernel's width used (what ``gamma="median"`` stood for); None otherwise.
     n_features_in_ : int
 
     With ``n_clusters=1`` every label is 0, the factors are None and ``objective_`` is NaN.
@@ -381,7 +386,7 @@ class NMFClustering(_PipelineEstimator):
             check_non_negative(X, "NMFClustering (model='linear'; the bilinear model takes any sign)")
         if k == 1:  # one cluster holds every sample
             self.labels_ = np.zeros(X.shape[0], dtype=np.int64)
-            self.components_ = self.document_factor_ = None
+            self.components_ = self.document_factor_ = self.affinity_matrix_ = self.gamma_ = None
             self.objective_, self.n_iter_ = float("nan"), 0
             return self
         keep, Xk = _nonzero_rows(X, k, "NMFClustering", "document")
@@ -393,6 +398,8 @@ class NMFClustering(_PipelineEstimator):
         else:
             self.labels_, self.document_factor_, W = _expand(keep, res["labels"], arrays["V"], W)
         self.components_ = W.T
+        self.affinity_matrix_ = _expand_square(keep, res["K"])
+        self.gamma_ = res["record"].get("gamma_used", res["record"]["params"].get("gamma"))
         self.objective_ = res["inertia"]
         self.n_iter_ = int(res["final_attrs"].get("n_iter", 0))
         return self

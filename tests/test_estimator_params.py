@@ -342,3 +342,13 @@ def test_a_bad_scheduler_is_named_as_the_estimators_parameter():
     with pytest.raises(ValueError, match=r"^NMFClustering: scheduler 'foo' \(scheduler\) is not an address") as e:
         NMFClustering(2, scheduler="foo").fit(X)
     assert "[dask]" not in str(e.value) and "--scheduler" not in str(e.value)
+
+
+def test_nmf_bilinear_kernel_and_its_width_are_attributes_as_in_spectral_clustering():
+    X, _ = _docs()
+    e = NMFClustering(3, model="bilinear", kernel="gaussian", gamma="median", n_init=2, random_state=0).fit(X)
+    s = SpectralClustering(3, gamma="median", n_init=2, random_state=0).fit(X)
+    assert e.gamma_ == s.gamma_ and e.gamma_ > 0
+    np.testing.assert_array_equal(e.affinity_matrix_, s.affinity_matrix_)
+    lin = NMFClustering(3, model="bilinear", n_init=2, random_state=0).fit(X)
+    assert lin.affinity_matrix_ is None and lin.gamma_ is None            # the linear kernel is never formed
