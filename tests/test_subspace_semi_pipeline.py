@@ -98,7 +98,8 @@ def test_semi_supervised_bad_input_is_one_line(tmp_path):
     np.savez(p, X=X, y=y)
     for i, (aksc, msg) in enumerate((('labelled_per_class = 31\nsemi_supervised = true\n', "class 0 has 30 labelled"),
                       ('labelled_per_class = 3\n', "need semi_supervised = true"),
-                      ('semi_supervised = true\nn_neighbors = 0\n', "n_neighbors >= 1"))):
+                      ('semi_supervised = true\nn_neighbors = 0\n', "n_neighbors >= 1"),
+                      ('semi_supervised = true\nn_neighbors = 8\n', "every one of the 120 samples has a label"))):
         cfg = _semi_config(tmp_path / str(i), p, aksc)
         with pytest.raises(ValueError, match=msg) as e:
             run(cfg)

@@ -104,6 +104,10 @@ def semisup(store_path, key, attrs, p: SemiParams, **_):
     y = np.asarray(read_matrix(store.open(p.labels_src, p.labels), "y"), dtype=np.int64)
     mp = methods.get(p.method).make(p.method_params)
     known = draw_labelled(y, mp.labelled_per_class, p.seed) if mp.labelled_per_class else y
+    if known.min() >= 0:   # every sample given its label: propagation would only hand the truth back
+        raise DataError(f"[aksc] semi_supervised = true, but every one of the {y.size} samples has a label, so none "
+                        "is left to cluster; set [aksc] labelled_per_class = m to keep m labelled samples per class "
+                        "(the paper's protocol), or mark the unlabelled ones -1 in the data")
     t0 = time.perf_counter()
     labels, info = semi_fit(X, known, mp, p.k, p.seed)
     seconds = time.perf_counter() - t0
