@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from . import __version__
+from .errors import UserError
 from .figures import plot_quality  # noqa: F401  (its home before figures.py)
 
 COLUMNS = ("method", "params", "acc_best_inertia", "acc_avg", "acc_max", "nmi_best_inertia", "nmi_avg", "nmi_max",
@@ -51,6 +52,10 @@ def _atomic_write(path: Path, text: str | bytes):
     with open(tmp, mode) as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+NMI_NORMALISERS = {"sqrt": "sqrt(H(classes) H(clusters))", "max": "max(H(classes), H(clusters))",
+                   "arithmetic": "(H(classes) + H(clusters)) / 2"}
 
 
 def legend(records) -> str:
@@ -104,6 +109,10 @@ def write(out_dir, records, cfg, *, plots=True, trials=(), picks=(), store=None)
         w.writerow({k: json.dumps(v, sort_keys=True) if isinstance(v, dict) else v for k, v in r.items()})
     _atomic_write(out_dir / "results.csv", buf.getvalue())
     title = f"# {cfg.path.name}: {records[0]['dataset'] if records else ''}\n\n"
+    nmi_line = ""
+    if any("nmi_avg" in r for r in records):   # which NMI: papers differ, and the tables cannot show it
+        norm = cfg.sections["evaluate"]["nmi_norm"]
+        nmi_line = f"\n\nNMI = I(classes; clusters) / {NMI_NORMALISERS[norm]} ([evaluate] nmi_norm = \"{norm}\")."
     if trials:  # the subset protocol: scores per subset size, and every subset drawn
         body = subset_tables(records)
         tb = io.StringIO()
@@ -116,7 +125,7 @@ def write(out_dir, records, cfg, *, plots=True, trials=(), picks=(), store=None)
         _atomic_write(out_dir / "trials.csv", tb.getvalue())
     else:
         body = markdown_table(slim) + (f"\n\n{legend(slim)}" if legend(slim) else "")
-    _atomic_write(out_dir / "results.md", title + body + "\n")
+    _atomic_write(out_dir / "results.md", title + body + nmi_line + "\n")
     labels.write_files(out_dir, list(picks), records)
     if plots:
         seed = cfg.sections["cluster"]["seed"]
@@ -185,6 +194,15 @@ PAPER001_NAMES = {("kmeans", False): "KM", ("kmeans", True): "KM-NCW", ("kkmeans
                   ("binmf", True): "BiNMF-NCW"}
 
 
+def _nmi_norm_of(results_json):
+    """``[evaluate] nmi_norm`` of the run that wrote ``results_json`` (its ``run.json``), None if unknown."""
+    run = Path(results_json).parent / "run.json"
+    try:
+        return json.loads(run.read_text())["config"]["evaluate"]["nmi_norm"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def compare_subsets(result_files, paper_csv, out_md=None, out_csv=None) -> str:
     """Subset-protocol results (NMI per k) beside paper 001's Tables 3.3/3.4: ours / paper / difference per cell."""
     with open(paper_csv) as f:
@@ -192,6 +210,10 @@ def compare_subsets(result_files, paper_csv, out_md=None, out_csv=None) -> str:
                  for r in csv.DictReader(ln for ln in f if not ln.startswith("#"))}
     ours = {}
     for path in result_files:
+        norm = _nmi_norm_of(path)
+        if norm not in ("max", None):
+            raise UserError(f"{path}: its NMI uses the {norm!r} normalisation and paper 001's tables the 'max' one; "
+                            "re-run with [evaluate] nmi_norm = \"max\" to compare them")
         for r in json.loads(Path(path).read_text()):
             if "nmi_by_k" not in r:
                 continue
@@ -210,14 +232,20 @@ def compare_subsets(result_files, paper_csv, out_md=None, out_csv=None) -> str:
             if not names:
                 continue
             ks = [k for k in ("2", "3", "4", "5", "6", "7", "8", "9", "10", "avg") if k in ours[(ds, kernel, names[0])]]
+            mine = [k for k in ks if k != "avg"]
+            partial = len(mine) < 9   # the paper's avg is over k = 2..10: over ours only, from its cells
             lines.append(f"\n### {ds}, {'cosine-square kernel' if kernel == 'cosine2' else 'no kernel'}: "
                          "NMI (max) ours / paper / difference\n")
-            lines.append("| method | " + " | ".join(ks) + " |")
+            lines.append("| method | " + " | ".join(f"avg over k = {', '.join(mine)}" if k == "avg" and partial
+                                                      else k for k in ks) + " |")
             lines.append("|---|" + "---|" * len(ks))
             for n in names:
                 cells = []
                 for k in ks:
                     o, pp = ours[(ds, kernel, n)].get(k), paper.get((ds, kernel, n, k))
+                    if k == "avg" and partial:
+                        got = [paper.get((ds, kernel, n, j)) for j in mine]
+                        pp = None if None in got else sum(got) / len(got)
                     if pp is None:
                         cells.append(f"{o:.3f} / – / –")
                     else:
