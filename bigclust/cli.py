@@ -149,14 +149,15 @@ def store_du(store_path, as_json):
 
 @store.command("clean")
 @click.argument("store_path", metavar="STORE", type=click.Path(exists=True, file_okay=False))
-@click.option("--config", default=None, type=click.Path(exists=True, dir_okay=False),
-              help="Keep every stage this config uses (default: keep none of the derived stages).")
-@click.option("--all", "all_", is_flag=True, help="Also remove ingested data the config does not use.")
+@click.option("--config", "configs", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Keep every stage this config uses; repeat it for every config that shares the store "
+                   "(default: keep none of the derived stages).")
+@click.option("--all", "all_", is_flag=True, help="Also remove ingested data no given config uses.")
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
-def store_clean(store_path, config, all_, dry_run):
-    """Remove the derived stages of STORE that CONFIG does not use (never the ingested data without --all)."""
+def store_clean(store_path, configs, all_, dry_run):
+    """Remove the derived stages of STORE that no CONFIG uses (never the ingested data without --all)."""
     from .store_admin import clean, format_clean
-    click.echo(format_clean(clean(store_path, config, all_=all_, dry_run=dry_run)))
+    click.echo(format_clean(clean(store_path, list(configs) or None, all_=all_, dry_run=dry_run)))
 
 
 @main.group()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 from .errors import StoreError
 from .plan import format_bytes
@@ -116,6 +117,9 @@ def used_instances(cfg, store: Store) -> set:
 def clean(store_path, config=None, *, all_=False, dry_run=False) -> dict:
     """Remove the stage instances of a store that ``config`` does not use (all derived ones without a config).
 
+    ``config``: a path, or a list of the paths of every config that shares the store (what any of them uses
+    is kept).
+
     The ingested data (``stages/ingest``) are removed only with ``all_``.
     Returns ``{"removed": ["stage/key", ...], "bytes": freed, "kept": n}``;
     ``dry_run`` removes nothing and reports what would go.
@@ -125,13 +129,13 @@ def clean(store_path, config=None, *, all_=False, dry_run=False) -> dict:
 
     store = Store(store_path)
     used = set()
-    if config is not None:
-        cfg = load(config)
+    for path in ([] if config is None else [config] if isinstance(config, (str, Path)) else config):
+        cfg = load(path)
         owner = dict(store.root.attrs).get("owner")
         if owner != json.loads(json.dumps(_owner(cfg), default=str)):
             raise StoreError(f"store {store.path} was made for other data than {cfg.path}'s [data] "
                              f"(owner {owner}); give the config that uses this store")
-        used = used_instances(cfg, store)
+        used |= used_instances(cfg, store)
     removed, freed, kept = [], 0, 0
     for stage in store.stages():
         if stage == "ingest" and not all_:

@@ -201,9 +201,14 @@ def test_store_clean_keeps_what_the_config_uses(tmp_path, swept):
     code, out, _ = _cli("store", "clean", tmp_path / "store.zarr", "--config", swept)
     assert code == 0 and "removed 0 stage instance(s)" in out
     # the config narrowed to one gamma: the other kernel and what was computed from it go
+    full = tmp_path / "full.toml"
+    full.write_text(swept.read_text())
     swept.write_text(swept.read_text().replace("gamma = [1.0, 4.0]", "gamma = 4.0"))
     code, out, _ = _cli("store", "clean", tmp_path / "store.zarr", "--config", swept, "--dry-run")
     assert code == 0 and "would remove 5 stage instance(s)" in out  # 1 kernel, 2 embeddings, 2 clusterings
+    # ... unless another config that shares the store uses them: what any given config uses stays
+    code, out, _ = _cli("store", "clean", tmp_path / "store.zarr", "--config", swept, "--config", full, "--dry-run")
+    assert code == 0 and "would remove 0 stage instance(s)" in out, out
     assert len(Store(tmp_path / "store.zarr").stage_keys("affinity")) == n_aff  # dry run: nothing gone
     code, out, _ = _cli("store", "clean", tmp_path / "store.zarr", "--config", swept)
     assert code == 0 and "removed 5" in out
