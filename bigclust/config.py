@@ -371,6 +371,10 @@ def from_dict(raw: dict, path: Path | str = "<config>") -> Config:
     if ev["protocol"] == "subsets" and sections["cluster"]["n_clusters"]:
         raise ConfigError(f"{path}: [cluster] n_clusters: the subset protocol clusters each subset into as many "
                           "clusters as it has classes; leave n_clusters unset")
+    idle = [k for k in ("subset_sizes", "subset_trials", "subset_seed") if k in raw.get("evaluate", {})]
+    if ev["protocol"] != "subsets" and idle:
+        warnings.warn(f"{path}: [evaluate] {', '.join(idle)} not used: they belong to protocol = \"subsets\" "
+                      f"(protocol is {ev['protocol']!r})", UserWarning, stacklevel=2)
     if len(set(names)) != len(names):
         raise ConfigError(f"{path}: [method] names: {names!r} lists a method twice")
     try:

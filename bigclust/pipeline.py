@@ -386,6 +386,9 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
         _archive_out_dir(out_dir)
     report.write(out_dir, records, cfg, plots=cfg.sections["output"]["plots"], trials=runner.trials, picks=picks,
                  store=store)
+    if runner.trials and cfg.sections["output"]["plots"]:
+        log("[output] plots: the subset protocol writes no figures and no label files (a labelling per subset); "
+            "trials.csv has every subset's scores")
     from .store_admin import drop_intermediates, summary_line
     if cfg.sections["store"]["keep"] == "results":
         n_dropped, freed = drop_intermediates(store, runner.done, DROPPABLE)

@@ -164,6 +164,19 @@ def test_subset_protocol_keep_results_drops_each_subset_after_its_methods(tmp_pa
     assert pipeline.DROPPABLE == {"affinity": ("K",), "subset": ("X",)}
 
 
+def test_subset_keys_without_the_protocol_and_plots_under_it_are_said(tmp_path, make_config, capsys):
+    X, y = blobs(n=90, k=3, d=6, seed=2)
+    p = tmp_path / "b.npz"
+    np.savez(p, X=X, y=y)
+    cfg = make_config(p, "[evaluate]\nsubset_trials = 3\n")
+    with pytest.warns(UserWarning, match=r"\[evaluate\] subset_trials not used: they belong to protocol"):
+        run(cfg)
+    cfg = _subset_config(tmp_path, make_config)
+    cfg.write_text(cfg.read_text().replace("plots = false", "plots = true"))
+    run(cfg, out=str(tmp_path / "plots"), store=str(tmp_path / "six.zarr"))
+    assert "the subset protocol writes no figures and no label files" in capsys.readouterr().err
+
+
 def test_subset_protocol_errors(tmp_path, make_config):
     from bigclust.errors import ConfigError, UserError
     cfg = _subset_config(tmp_path, make_config)
