@@ -17,7 +17,7 @@ from .errors import UserError
 from .figures import plot_quality  # noqa: F401  (its home before figures.py)
 
 COLUMNS = ("method", "params", "acc_best_inertia", "acc_avg", "acc_max", "nmi_best_inertia", "nmi_avg", "nmi_max",
-           "MB", "MC", "objective", "silhouette", "seconds")
+           "n_labelled", "err_unlabelled", "MB", "MC", "objective", "silhouette", "seconds")
 #: Markdown headers of record keys whose names say less than they should
 HEADERS = {"acc_best_inertia": "acc_picked", "nmi_best_inertia": "nmi_picked", "acc_max": "acc_max (oracle)",
            "nmi_max": "nmi_max (oracle)"}
@@ -61,7 +61,9 @@ NMI_NORMALISERS = {"sqrt": "sqrt(H(classes) H(clusters))", "max": "max(H(classes
 def legend(records) -> str:
     """What the Markdown table's score columns mean (empty when it has none of them)."""
     if any("acc_avg" in r for r in records):
-        return LEGEND
+        return LEGEND + (" AkS-SC (semi-supervised): acc/nmi over every sample, the n_labelled given ones "
+                         "included; err_unlabelled: error rate over the others." if any("err_unlabelled" in r
+                                                                                         for r in records) else "")
     return LEGEND_UNLABELLED if any("silhouette" in r for r in records) else ""
 
 

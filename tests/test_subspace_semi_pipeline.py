@@ -58,6 +58,8 @@ def test_pipeline_draws_labels_and_equals_library(tmp_path):
     lib = aks_sc(X, known, X_aug=Xa, origin=origin, n_neighbors=8, gamma=0.1, random_state=4)
     np.testing.assert_array_equal(got, lib)
     assert rec["acc_best_inertia"] == 1.0 and rec["n_labelled"] == 12 and rec["err_unlabelled"] == 0.0
+    md = (tmp_path / "out" / "results.md").read_text()           # what is scored, in the table people read
+    assert "| n_labelled | err_unlabelled |" in md and "err_unlabelled: error rate over the others" in md
     assert rec["F_min_entry"] > -1e-8 and rec["F_max_row_err"] < 1e-6
     F = read_matrix(g, "F")
     assert F.shape == (X.shape[0], 4) and np.all(F >= 0) and np.allclose(F.sum(axis=1), 1.0)
