@@ -218,6 +218,11 @@ def check_sizes(cfg: Config, points, n: int, d: int, n_classes: int, sparse: boo
         if k > n:
             raise UserError(f"{cfg.path}: [cluster] n_clusters={k} must be between 2 and n={n}"
                             + ("" if point["cluster"]["n_clusters"] else " (taken from the number of classes)"))
+        ev = point["evaluate"]
+        too_big = [s for s in ev["subset_sizes"] if n_classes and s > n_classes]
+        if ev["protocol"] == "subsets" and too_big:   # as subsets.subset_draws says it once the labels are read
+            raise UserError(f"{cfg.path}: [evaluate] subset_sizes {too_big} exceed the {n_classes} classes "
+                            f"of {point['data']['name'] or 'the data'}")
         a = point["affinity"]
         if a["kind"] == "knn" and a["n_neighbors"] > n:
             raise UserError(f"{cfg.path}: [affinity] n_neighbors={a['n_neighbors']} exceeds n={n}")

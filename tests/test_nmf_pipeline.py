@@ -187,6 +187,14 @@ def test_subset_protocol_errors(tmp_path, make_config):
                    .replace("n_init = 5", "n_init = 5\nn_clusters = 3"))
     with pytest.raises(ConfigError, match="leave n_clusters unset"):
         run(cfg)
+    # a registered data set's classes are known before any work: `pipeline validate` refuses too
+    from pathlib import Path
+    from bigclust.pipeline import validate
+    reg = tmp_path / "reg.toml"
+    reg.write_text(f'[data]\nname = "optdigits"\nroot = "{Path(__file__).parents[1] / "data"}"\n\n'
+                   '[method]\nnames = ["kmeans"]\n\n[evaluate]\nprotocol = "subsets"\nsubset_sizes = [2, 11]\n')
+    with pytest.raises(UserError, match=r"subset_sizes \[11\] exceed the 10 classes of optdigits"):
+        validate(reg)
 
 
 def test_negative_data_for_linear_nmf_is_one_line(tmp_path, make_config):
