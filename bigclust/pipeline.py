@@ -230,6 +230,8 @@ class Runner:
         labels = read_matrix(self.store.open(src, keys[0]), "labels")
         rec = {"method": method.name, "params": _shown(method, params, group), "dataset": ia["dataset"],
                "n": ia["n_samples"], "k": ctx.k}
+        if ("cluster", "seed") in self.cfg.sweeps:   # trials over seeds: tell their records apart
+            rec["seed"] = point["cluster"]["seed"]
         for stage, key in chain:
             for attr in STAGES[stage].report if stage in STAGES else ():
                 if attr in self.attrs(stage, key):

@@ -16,7 +16,7 @@ from . import __version__
 from .errors import UserError
 from .figures import plot_quality  # noqa: F401  (its home before figures.py)
 
-COLUMNS = ("method", "params", "acc_best_inertia", "acc_avg", "acc_max", "nmi_best_inertia", "nmi_avg", "nmi_max",
+COLUMNS = ("method", "params", "seed", "acc_best_inertia", "acc_avg", "acc_max", "nmi_best_inertia", "nmi_avg", "nmi_max",
            "n_labelled", "err_unlabelled", "MB", "MC", "objective", "silhouette", "seconds")
 #: Markdown headers of record keys whose names say less than they should
 HEADERS = {"acc_best_inertia": "acc_picked", "nmi_best_inertia": "nmi_picked", "acc_max": "acc_max (oracle)",

@@ -58,6 +58,7 @@ def test_pipeline_draws_labels_and_equals_library(tmp_path):
     lib = aks_sc(X, known, X_aug=Xa, origin=origin, n_neighbors=8, gamma=0.1, random_state=4)
     np.testing.assert_array_equal(got, lib)
     assert rec["acc_best_inertia"] == 1.0 and rec["n_labelled"] == 12 and rec["err_unlabelled"] == 0.0
+    assert "seed" not in rec                                      # one seed: nothing to tell apart
     md = (tmp_path / "out" / "results.md").read_text()           # what is scored, in the table people read
     assert "| n_labelled | err_unlabelled |" in md and "err_unlabelled: error rate over the others" in md
     assert rec["F_min_entry"] > -1e-8 and rec["F_max_row_err"] < 1e-6
@@ -107,3 +108,15 @@ def test_semi_supervised_bad_input_is_one_line(tmp_path):
             run(cfg)
         assert "\n" not in str(e.value)
     assert issubclass(UserError, ValueError)
+
+
+def test_records_of_swept_seeds_name_their_seed(tmp_path):
+    X, y = _union()
+    p = tmp_path / "subspaces.npz"
+    np.savez(p, X=X, y=y)
+    cfg = _semi_config(tmp_path / "run", p, 'n_neighbors = 8\n')
+    cfg.write_text(cfg.read_text().replace("seed = 4", "seed = [4, 5]"))
+    recs = run(cfg)
+    assert [r["seed"] for r in recs] == [4, 5]
+    md = (tmp_path / "run" / "out" / "results.md").read_text()
+    assert "| method | params | seed |" in md
