@@ -132,7 +132,7 @@ def as_data(X, what="X", *, nonneg=True, model="linear NMF", row0=0):
         neg = np.flatnonzero(X.data < 0) if nonneg else np.empty(0)
         if neg.size:
             raise DataError(f"{what} has negative entries (first in row {row0 + _first_bad_row(X.indptr, neg[0])}); "
-                            f"linear NMF needs X >= 0 — use the bilinear model")
+                            f"linear NMF needs X >= 0 — {USE_BILINEAR}")
         empty = np.flatnonzero(np.diff(X.indptr) == 0)
     else:
         X = np.asarray(X)
@@ -149,7 +149,7 @@ def as_data(X, what="X", *, nonneg=True, model="linear NMF", row0=0):
             neg = (X < 0).any(axis=1)
             if neg.any():
                 raise DataError(f"{what} has negative entries (first in row {row0 + int(np.flatnonzero(neg)[0])}); "
-                                f"linear NMF needs X >= 0 — use the bilinear model")
+                                f"linear NMF needs X >= 0 — {USE_BILINEAR}")
         empty = np.flatnonzero(~(X != 0).any(axis=1))
     if X.shape[0] == 0 or X.shape[1] == 0:
         raise DataError(f"{what} is empty (shape {X.shape})")
@@ -228,6 +228,10 @@ def normalize_columns(F, norms):
     """Columns of F divided by ``norms`` (a zero norm leaves the column, which is then zero)."""
     safe = np.where(norms > 0, norms, 1.0)
     return F / safe
+
+
+#: what to do with data of both signs: the estimator's parameter and the config's method
+USE_BILINEAR = 'use the bilinear model (model="bilinear"; method binmf in a config)'
 
 
 def labels_from(V, what="V"):
