@@ -53,13 +53,13 @@ def _check_X(est, X):
     return X
 
 
-def _not_finite(row):
-    return DataError(f"X contains NaN or infinity (first in row {row})")
+def _not_finite(row, who=None):
+    return DataError(("" if who is None else f"{who}: ") + f"X contains NaN or infinity (first in row {row})")
 
 
-def _beyond_float32(row):
-    return DataError(f"X has values beyond the float32 range (first in row {row}; data are stored as float32): "
-                     "rescale X")
+def _beyond_float32(row, who=None):
+    return DataError(("" if who is None else f"{who}: ") + f"X has values beyond the float32 range (first in row "
+                     f"{row}; data are stored as float32): rescale X")
 
 
 def _first_bad_row(blk, bad_values):
@@ -133,16 +133,16 @@ def _nonzero_rows(X, k, who, what, fate="labelled -1"):
                                      meta=np.empty((0, 0))).compute())
         s, top = st[:, 0::2].sum(axis=1), st[:, 1::2].max(axis=1)
         if not np.isfinite(s).all():
-            raise _not_finite(int(np.flatnonzero(~np.isfinite(s))[0]))
+            raise _not_finite(int(np.flatnonzero(~np.isfinite(s))[0]), who)
         if X.dtype == np.float64 and (top > F32_MAX).any():   # here, while row numbers are still X's own
-            raise _beyond_float32(int(np.flatnonzero(top > F32_MAX)[0]))
+            raise _beyond_float32(int(np.flatnonzero(top > F32_MAX)[0]), who)
         keep = s > 0
     else:
         keep = np.asarray((abs(X) if sp.issparse(X) else np.abs(X)).sum(axis=1)).ravel() > 0
     if keep.all():
         return None, X
     if keep.sum() <= max(k, 2):
-        raise ValueError(f"X has {int((~keep).sum())} all-zero rows and only {int(keep.sum())} others; "
+        raise ValueError(f"{who}: X has {int((~keep).sum())} all-zero rows and only {int(keep.sum())} others; "
                          f"n_clusters={k} needs more non-zero {what}s")
     warnings.warn(f"{who}: {int((~keep).sum())} all-zero {what}(s) (first: row {int(np.flatnonzero(~keep)[0])}) "
                   f"cannot be placed; {fate}", RuntimeWarning, stacklevel=user_stacklevel())

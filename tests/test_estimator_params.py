@@ -158,7 +158,7 @@ def test_iteration_budget_is_sklearns_convergence_warning():
 def test_nan_or_inf_in_a_dask_array_is_an_error_not_an_empty_row(make, bad):
     X, _ = _docs()
     X[7, 1] = bad
-    with pytest.raises(ValueError, match=r"X contains NaN or infinity \(first in row 7\)"):
+    with pytest.raises(ValueError, match=r"^\w+Clustering: X contains NaN or infinity \(first in row 7\)"):
         make().fit(da.from_array(X, chunks=(25, 24)))
     with pytest.raises(ValueError, match=r"X contains NaN or infinity \(first in row 7\)"):
         make().fit(da.from_array(X, chunks=(25, 24)).map_blocks(sp.csr_matrix))
