@@ -87,6 +87,8 @@ def same_settings(prev_sections, cfg: Config) -> bool:
         if not isinstance(old, dict):
             return False
         for key, value in keys.items():
+            if sec in full and key in full[sec] and full[sec][key].scoreless:
+                continue
             if key in old:
                 if norm(old[key]) != norm(value):
                     return False

@@ -45,6 +45,9 @@ class Key:
     sweep: bool = True        # may be given as a list of values
     required: bool = False
     added: bool = False       # a later key: left out of Config.hash at its default, so earlier runs keep theirs
+    # decides only what stays on disk, never a score: left out of Config.hash and of checks.same_settings,
+    # so setting it does not make a finished run's folder another config's
+    scoreless: bool = False
 
 
 def _choice(*values):
@@ -148,7 +151,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "max_memory": Key((str, int), "4GB", sweep=False),
         # "results": delete dense kernels (and subsets' copies of the rows) at the end of a run
         "keep": Key(str, "all", lambda v: v in ("all", "results"), "one of 'all', 'results'", sweep=False,
-                    added=True),
+                    added=True, scoreless=True),
     },
     "output": {
         "dir": Key(str, None, sweep=False),           # default: <config stem>-results beside the config
@@ -211,7 +214,8 @@ class Config:
         """
         full = schema()
         kept = {sec: {k: v for k, v in keys.items()
-                      if not (sec in full and k in full[sec] and full[sec][k].added and v == full[sec][k].default)}
+                      if not (sec in full and k in full[sec] and (full[sec][k].scoreless or
+                                                                  (full[sec][k].added and v == full[sec][k].default)))}
                 for sec, keys in self.sections.items()}
         # a section whose keys were all added later (e.g. [subspace]) is left out while at its defaults
         return stable_hash({sec: keys for sec, keys in kept.items()

@@ -136,3 +136,18 @@ def test_a_method_section_not_in_names_is_a_warning(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load(p)
+
+
+def test_keep_decides_only_the_disk_so_it_is_not_in_the_hash(tmp_path):
+    """[store] keep never changes a score: a finished run's folder stays its config's when keep changes."""
+    from bigclust.checks import same_settings
+    from bigclust.config import load
+    base = '[data]\npath = "x.npz"\n\n[method]\nnames = ["kmeans"]\n'
+    cfgs = {}
+    for name, extra in (("a", ""), ("b", '\n[store]\nkeep = "results"\n'), ("c", '\n[store]\nmax_memory = "1GB"\n')):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "run.toml").write_text(base + extra)
+        cfgs[name] = load(tmp_path / name / "run.toml")
+    ca, cb = cfgs["a"], cfgs["b"]
+    assert ca.hash == cb.hash and same_settings(ca.sections, cb) and same_settings(cb.sections, ca)
+    assert cfgs["c"].hash != ca.hash                     # other [store] keys still count
