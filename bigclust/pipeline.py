@@ -381,7 +381,8 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
     t0 = time.perf_counter()
     with dask_client(scheduler, dk["n_workers"], probe=False) as client:
         runner = Runner(cfg, store, client, force)
-        records, finals = execute(runner, points, grouped)
+        with _naming(cfg.path):   # an error met while running names the config too, as the checks before do
+            records, finals = execute(runner, points, grouped)
     seed = points[0]["cluster"]["seed"]
     picks = labels_out.collect(store, records, finals, runner.chains, seed=seed)  # adds restart_picked, ...
     if replace and out_dir.exists():

@@ -106,7 +106,7 @@ def test_semi_supervised_bad_input_is_one_line(tmp_path):
         cfg = _semi_config(tmp_path / str(i), p, aksc)
         with pytest.raises(ValueError, match=msg) as e:
             run(cfg)
-        assert "\n" not in str(e.value)
+        assert "\n" not in str(e.value) and str(e.value).startswith(f"{cfg}: ")   # which config, as before work
     assert issubclass(UserError, ValueError)
 
 
