@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import threading
 import warnings
@@ -106,7 +107,6 @@ def array_source(X, chunk_rows, y=None):
 def in_estimator_words(msg, params):
     """A pipeline message in an estimator's words: ``[store] max_memory`` -> ``max_memory`` when that key
     is one of the estimator's ``params`` (an estimator user never wrote the config it was built into)."""
-    import re
     return re.sub(r"(?:--[\w-]+ or )?\[(\w+)\] (\w+)", lambda m: m.group(2) if m.group(2) in params else m.group(0),
                   msg)
 

@@ -143,14 +143,13 @@ def semi_labels(est, y, n):
 def subspace_shapes(est, aksc: dict, n: int, d: int):
     """The data-shape checks a SubspaceClustering fit would meet in the pipeline, for ``n_clusters=1``,
     which skips it: an image layout of d pixels where one is used, and ``pca <= min(n, d)``."""
-    from .errors import DataError
-    from .subspace.augment import PRESETS
+    from .preprocess import check_pca_components
+    from .subspace.augment import PRESETS, image_shape_of
     name = aksc["image"] if aksc["image"] != "auto" else aksc["augment"]
-    if name in PRESETS and (aksc["features"] == "scattering" or aksc["augment"] not in ("none", "interpolate")):
-        h, w = PRESETS[name]["image_shape"]
-        if h * w != d:
-            raise DataError(f"{type(est).__name__}: image_shape ({h}, {w}) has {h * w} pixels but X has {d} "
-                            "features (an augment preset sets it: coil20* 32 x 32, mnist 28 x 28)")
-    if aksc["pca"] > min(n, d):
-        raise DataError(f"{type(est).__name__}: PCA n_components={aksc['pca']} (the pca setting) must be in "
-                        f"[1, {min(n, d)}], at most min(n_samples, n_features) = min({n}, {d})")
+    try:   # the pipeline's own checks, named for the estimator
+        if name in PRESETS and (aksc["features"] == "scattering" or aksc["augment"] not in ("none", "interpolate")):
+            image_shape_of(PRESETS[name]["image_shape"], d)
+        if aksc["pca"]:
+            check_pca_components(aksc["pca"], n, d)
+    except UserError as e:
+        raise type(e)(f"{type(est).__name__}: {e}") from None

@@ -18,6 +18,7 @@ import numpy as np
 
 from .config import Config
 from .methods import get as get_method
+from .subsets import check_subset_sizes
 from .errors import DataError, StoreError, UserError
 from .store import _pid_alive
 
@@ -220,11 +221,9 @@ def check_sizes(cfg: Config, points, n: int, d: int, n_classes: int, sparse: boo
         if k > n:
             raise UserError(f"{cfg.path}: [cluster] n_clusters={k} must be between 2 and n={n}"
                             + ("" if point["cluster"]["n_clusters"] else " (taken from the number of classes)"))
-        ev = point["evaluate"]
-        too_big = [s for s in ev["subset_sizes"] if n_classes and s > n_classes]
-        if ev["protocol"] == "subsets" and too_big:   # as subsets.subset_draws says it once the labels are read
-            raise UserError(f"{cfg.path}: [evaluate] subset_sizes {too_big} exceed the {n_classes} classes "
-                            f"of {point['data']['name'] or 'the data'}")
+        if point["evaluate"]["protocol"] == "subsets" and n_classes:   # subset_draws checks it again on the labels
+            check_subset_sizes(cfg.path, point["evaluate"]["subset_sizes"], n_classes,
+                               point["data"]["name"] or "the data")
         a = point["affinity"]
         if a["kind"] == "knn" and a["n_neighbors"] > n:
             raise UserError(f"{cfg.path}: [affinity] n_neighbors={a['n_neighbors']} exceeds n={n}")

@@ -430,7 +430,7 @@ def execute(runner: Runner, points, grouped):
                 runner.log(f"[{i + 1}/{len(points)}] " + (_fmt({f"{s}.{k}": last[s][k] for s, k in runner.cfg.sweeps})
                                                            or "(no sweep)"))
             trials = []
-            with _trial_progress(runner, method, len(draws)) as tick:
+            with _trial_progress(runner, method.name, len(draws)) as tick:
                 for k, trial, classes in draws:
                     trials.append(_trial(runner, method, group, k, trial, classes))
                     tick()
@@ -464,26 +464,19 @@ def _subsets_outer(runner, units, draws):
     an instance a later subset meets again (the same classes drawn twice) is finished with everything
     after it, so nothing reads a dropped array.  Returns the (record, final) pairs per unit, in draw order.
     """
-    from .progress import bar as progress_bar
     from .store_admin import drop_intermediates
 
     per_unit = [[] for _ in units]
-    log = runner.log
-    runner.log = lambda msg: None
-    try:
-        with progress_bar(len(draws), f"{len(units)} method instance(s) on subsets", "subset") as bar:
-            for k, trial, classes in draws:
-                before = len(runner.done)
-                for trials, (method, group) in zip(per_unit, units):
-                    trials.append(_trial(runner, method, group, k, trial, classes))
-                n, freed = drop_intermediates(runner.store, list(runner.done)[before:], DROPPABLE)
-                runner.dropped[0] += n
-                runner.dropped[1] += freed
-                bar.update(1)
-    finally:
-        runner.log = log
-    log(f"  {len(units)} method instance(s) on {len(draws)} subsets done, each subset's dense kernels "
-        f"dropped after its last method ([store] keep = \"results\")")
+    with _trial_progress(runner, f"{len(units)} method instance(s), each subset's kernels dropped after them",
+                         len(draws)) as tick:
+        for k, trial, classes in draws:
+            before = len(runner.done)
+            for trials, (method, group) in zip(per_unit, units):
+                trials.append(_trial(runner, method, group, k, trial, classes))
+            n, freed = drop_intermediates(runner.store, list(runner.done)[before:], DROPPABLE)
+            runner.dropped[0] += n
+            runner.dropped[1] += freed
+            tick()
     return per_unit
 
 

@@ -108,6 +108,13 @@ def _cov_times(C, mean, Q):
     return np.asarray(C.T @ W.astype(dt), dtype=np.float64) - np.outer(mean, W.sum(axis=0))
 
 
+def check_pca_components(n_components, n, d):
+    """PCA to ``n_components`` of an (n, d) matrix is possible (a DataError naming the pca setting otherwise)."""
+    if not 1 <= n_components <= min(n, d):
+        raise DataError(f"PCA n_components={n_components} (the pca setting) must be in [1, {min(n, d)}], "
+                        f"at most min(n_samples, n_features) = min({n}, {d})")
+
+
 def pca_fit(X, n_components, *, random_state=0, n_oversamples=10, n_iter=6, chunk_rows=4096,
             return_variance=False):
     """Fit PCA on the rows of ``X`` in passes over row chunks; return ``(mean, components)``.
@@ -149,9 +156,7 @@ def pca_fit(X, n_components, *, random_state=0, n_oversamples=10, n_iter=6, chun
     variance : ndarray float64 (n_components,), if ``return_variance``
     """
     n, d = X.shape
-    if not 1 <= n_components <= min(n, d):
-        raise DataError(f"PCA n_components={n_components} (the pca setting) must be in [1, {min(n, d)}], "
-                        f"at most min(n_samples, n_features) = min({n}, {d})")
+    check_pca_components(n_components, n, d)
     l = min(d, n_components + max(0, int(n_oversamples)))
     if hasattr(X, "rechunk"):
         X = X.rechunk({1: -1})          # whole rows per block

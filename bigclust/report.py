@@ -16,14 +16,16 @@ from . import __version__
 from .errors import UserError
 from .figures import plot_quality  # noqa: F401  (its home before figures.py)
 
-COLUMNS = ("method", "params", "seed", "acc_best_inertia", "acc_avg", "acc_max", "nmi_best_inertia", "nmi_avg", "nmi_max",
-           "n_labelled", "err_unlabelled", "MB", "MC", "objective", "silhouette", "seconds")
+COLUMNS = ("method", "params", "seed", "acc_best_inertia", "acc_avg", "acc_max", "nmi_best_inertia", "nmi_avg",
+           "nmi_max", "n_labelled", "err_unlabelled", "MB", "MC", "objective", "silhouette", "seconds")
 #: Markdown headers of record keys whose names say less than they should
 HEADERS = {"acc_best_inertia": "acc_picked", "nmi_best_inertia": "nmi_picked", "acc_max": "acc_max (oracle)",
            "nmi_max": "nmi_max (oracle)"}
 LEGEND = ("acc/nmi_picked: the restart the method itself picks (lowest objective: k-means inertia, NMF "
           "objective); avg: mean over restarts; max: best over restarts (oracle: picked with the labels). "
           "objective: that of the picked restart.")
+LEGEND_SEMI = (" AkS-SC (semi-supervised): acc/nmi over every sample, the n_labelled given ones included; "
+               "err_unlabelled: error rate over the others.")
 LEGEND_UNLABELLED = ("No labels: MB = bi-stochasticity of the normalised kernel; objective: that of the restart "
                      "the method picks (k-means inertia, NMF objective); silhouette: Euclidean, on the "
                      "preprocessed data, a seeded sample of at most 5000 points.")
@@ -61,9 +63,7 @@ NMI_NORMALISERS = {"sqrt": "sqrt(H(classes) H(clusters))", "max": "max(H(classes
 def legend(records) -> str:
     """What the Markdown table's score columns mean (empty when it has none of them)."""
     if any("acc_avg" in r for r in records):
-        return LEGEND + (" AkS-SC (semi-supervised): acc/nmi over every sample, the n_labelled given ones "
-                         "included; err_unlabelled: error rate over the others." if any("err_unlabelled" in r
-                                                                                         for r in records) else "")
+        return LEGEND + (LEGEND_SEMI if any("err_unlabelled" in r for r in records) else "")
     return LEGEND_UNLABELLED if any("silhouette" in r for r in records) else ""
 
 

@@ -7,8 +7,9 @@ from .errors import UserError
 
 
 @contextlib.contextmanager
-def _trial_progress(runner, method, n):
-    """Under the subset protocol: one progress bar per method instead of a line per stage."""
+def _trial_progress(runner, name, n):
+    """Under the subset protocol: one progress bar (of ``name``: a method, or every method) instead of a line
+    per stage."""
     if n == 1:
         yield lambda: None
         return
@@ -16,11 +17,18 @@ def _trial_progress(runner, method, n):
     log = runner.log
     runner.log = lambda msg: None
     try:
-        with progress_bar(n, f"{method.name} on subsets", "subset") as bar:
+        with progress_bar(n, f"{name} on subsets", "subset") as bar:
             yield lambda: bar.update(1)
     finally:
         runner.log = log
-    log(f"  {method.name}: {n} subsets done")
+    log(f"  {name}: {n} subsets done")
+
+
+def check_subset_sizes(path, sizes, n_classes, dataset):
+    """Every subset size at most the data's number of classes (a UserError naming the config otherwise)."""
+    too_big = [k for k in sizes if k > n_classes]
+    if too_big:
+        raise UserError(f"{path}: [evaluate] subset_sizes {too_big} exceed the {n_classes} classes of {dataset}")
 
 
 def subset_draws(runner, point):
@@ -32,10 +40,7 @@ def subset_draws(runner, point):
         raise UserError(f"{runner.cfg.path}: [evaluate] protocol = \"subsets\" needs labelled data")
     ev = point["evaluate"]
     n_classes = int(ia["n_classes"])
-    too_big = [k for k in ev["subset_sizes"] if k > n_classes]
-    if too_big:
-        raise UserError(f"{runner.cfg.path}: [evaluate] subset_sizes {too_big} exceed the {n_classes} classes "
-                        f"of {ia['dataset']}")
+    check_subset_sizes(runner.cfg.path, ev["subset_sizes"], n_classes, ia["dataset"])
     # one stream per (seed, k, trial): fewer trials draw a prefix of more, so stages are shared
     return [(k, t, tuple(int(c) for c in np.sort(np.random.default_rng([ev["subset_seed"], k, t])
                                                   .choice(n_classes, size=k, replace=False))))

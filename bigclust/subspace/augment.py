@@ -66,21 +66,27 @@ def draws_nothing(augment):
     return augment == "none" or (pre is not None and pre["n_rotations"] == 0 and pre["n_scalings"] == 0)
 
 
-def _check_images(X, image_shape, order):
+def image_shape_of(image_shape, n_features, what="augmentation"):
+    """``image_shape`` as a pair of positive ints whose product is ``n_features`` (a DataError otherwise)."""
     if image_shape is None:
-        raise DataError("augmentation needs image data: give image_shape=(height, width)")
-    X = np.asarray(X)
-    if X.ndim != 2:
-        raise DataError(f"X must be 2-D (samples as rows), got shape {X.shape}")
+        raise DataError(f"{what} needs image data: give image_shape=(height, width)")
     try:
         shape = tuple(int(s) for s in image_shape)
     except (TypeError, ValueError):
         raise DataError(f"image_shape={image_shape!r} must be a pair of ints") from None
     if len(shape) != 2 or min(shape) < 1:
         raise DataError(f"image_shape={image_shape!r} must be a pair of positive ints")
-    if shape[0] * shape[1] != X.shape[1]:
-        raise DataError(f"image_shape {shape} has {shape[0] * shape[1]} pixels but X has {X.shape[1]} features "
+    if shape[0] * shape[1] != n_features:
+        raise DataError(f"image_shape {shape} has {shape[0] * shape[1]} pixels but X has {n_features} features "
                         "(an augment preset sets it: coil20* 32 x 32, mnist 28 x 28)")
+    return shape
+
+
+def _check_images(X, image_shape, order):
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise DataError(f"X must be 2-D (samples as rows), got shape {X.shape}")
+    shape = image_shape_of(image_shape, X.shape[1])
     if order not in ("C", "F"):
         raise UserError(f"order={order!r} must be 'C' (row-major) or 'F' (column-major, MATLAB)")
     if not np.all(np.isfinite(X)):

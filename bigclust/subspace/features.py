@@ -71,17 +71,8 @@ def n_scattering_features(image_shape, J=J_DEFAULT, L=L_DEFAULT):
 
 
 def _check(n_features, image_shape, order, J, L, chunk_rows, normalize):
-    if image_shape is None:
-        raise DataError("scattering features need image data: give image_shape=(height, width)")
-    try:
-        shape = tuple(int(v) for v in image_shape)
-    except (TypeError, ValueError):
-        raise DataError(f"image_shape={image_shape!r} must be a pair of ints") from None
-    if len(shape) != 2 or min(shape) < 1:
-        raise DataError(f"image_shape={image_shape!r} must be a pair of positive ints")
-    if shape[0] * shape[1] != n_features:
-        raise DataError(f"image_shape {shape} has {shape[0] * shape[1]} pixels but X has {n_features} features "
-                        "(an augment preset sets it: coil20* 32 x 32, mnist 28 x 28)")
+    from .augment import image_shape_of
+    shape = image_shape_of(image_shape, n_features, "scattering features")
     if order not in ("C", "F"):
         raise UserError(f"order={order!r} must be 'C' (row-major) or 'F' (column-major, MATLAB)")
     if normalize not in ("channel", "none"):
