@@ -16,29 +16,33 @@ from importlib import import_module
 if os.environ.get("BIGCLUST_NO_ENV", "").strip().lower() not in ("1", "true", "yes"):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-__version__ = "0.1.0"
+from bigclust._util.version import __version__
 
+#: public submodules, importable as ``bigclust.<name>``: where each one lives
 _SUBMODULES = {
-    "affinity", "blocks", "config", "datasets", "errors", "estimators", "kmeans", "methods", "metrics",
-    "nmf", "normalize", "pipeline", "plan", "preprocess", "report", "spectral", "store", "subspace",
+    "affinity": "bigclust.algo.affinity", "kmeans": "bigclust.algo.kmeans", "metrics": "bigclust.algo.metrics",
+    "spectral": "bigclust.algo.spectral", "preprocess": "bigclust.algo.preprocess",
+    "datasets": "bigclust.datasets", "normalize": "bigclust.normalize", "nmf": "bigclust.nmf",
+    "subspace": "bigclust.subspace", "pipeline": "bigclust.pipeline", "report": "bigclust.report",
+    "estimators": "bigclust.estimators",
 }
 #: scikit-learn estimators, importable as ``bigclust.SpectralClustering``
 _ESTIMATORS = {"NMFClustering", "SpectralClustering", "SubspaceClustering"}
 #: the exceptions every user error is (``UserError`` is a ValueError)
 _ERRORS = {"ConfigError", "DataError", "StoreError", "UserError"}
 
-__all__ = sorted(_SUBMODULES | _ESTIMATORS | _ERRORS | {"ConvergenceWarning", "__version__"})
+__all__ = sorted(set(_SUBMODULES) | _ESTIMATORS | _ERRORS | {"ConvergenceWarning", "__version__"})
 
 
 def __getattr__(name):
     if name in _SUBMODULES:
-        return import_module(f"bigclust.{name}")
+        return import_module(_SUBMODULES[name])
     if name in _ESTIMATORS:
         return getattr(import_module("bigclust.estimators"), name)
     if name in _ERRORS:
-        return getattr(import_module("bigclust.errors"), name)
-    if name == "ConvergenceWarning":   # scikit-learn's, and a RuntimeWarning (bigclust.convergence)
-        return import_module("bigclust.convergence").ConvergenceWarning
+        return getattr(import_module("bigclust._util.errors"), name)
+    if name == "ConvergenceWarning":   # scikit-learn's, and a RuntimeWarning (bigclust._util.convergence)
+        return import_module("bigclust._util.convergence").ConvergenceWarning
     raise AttributeError(f"module 'bigclust' has no attribute {name!r}")
 
 

@@ -1,6 +1,6 @@
 """The ``bigclust`` command: thin click commands over library calls.
 
-User errors (:class:`bigclust.errors.UserError`) become one line on stderr
+User errors (:class:`bigclust._util.errors.UserError`) become one line on stderr
 and exit status 2; anything else is a bug and keeps its traceback.  Warnings
 raised by bigclust itself (e.g. a solver that stopped short of its tolerance)
 are one ``warning: ...`` line each, without the source line Python shows.
@@ -14,7 +14,7 @@ import warnings
 
 import click
 
-from .errors import UserError
+from bigclust._util.errors import UserError
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -61,8 +61,8 @@ def pipeline():
               "(bars show only when stderr is a terminal anyway; BIGCLUST_PROGRESS=1 forces them).")
 def pipeline_run(config, scheduler, out, replace, force, quiet):
     """Run the pipeline described by CONFIG (a TOML file)."""
-    from .pipeline import run
-    from .progress import set_quiet
+    from bigclust.pipeline.runner import run
+    from bigclust._util.progress import set_quiet
     set_quiet(quiet)
     try:
         run(config, scheduler=scheduler, out=out, force=force, replace=replace)
@@ -74,7 +74,7 @@ def pipeline_run(config, scheduler, out, replace, force, quiet):
 @click.argument("config", type=click.Path(dir_okay=False))
 def pipeline_validate(config):
     """Check CONFIG without running anything."""
-    from .pipeline import validate
+    from bigclust.pipeline.runner import validate
     cfg = validate(config)
     n = 1
     for v in cfg.sweeps.values():
@@ -93,7 +93,7 @@ def data_list(as_json):
     """The named data sets with their shapes."""
     from dataclasses import asdict
 
-    from .datasets import list_datasets
+    from bigclust.datasets import list_datasets
     infos = list_datasets()
     if as_json:
         click.echo(json.dumps([asdict(i) for i in infos]))
@@ -113,7 +113,7 @@ def data_list(as_json):
               "(its finished stages stay).")
 def data_ingest(name, root, store_path, chunk_rows, force):
     """Stream the raw files of data set NAME into a zarr store."""
-    from .pipeline import ingest_to_store
+    from bigclust.pipeline.runner import ingest_to_store
     n, d = ingest_to_store(name, root, store_path, chunk_rows=chunk_rows, force=force)
     click.echo(f"{name}: {n} x {d} written to {store_path}")
 
@@ -123,7 +123,7 @@ def data_ingest(name, root, store_path, chunk_rows, force):
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def data_info(store_path, as_json):
     """Shape, classes and stages of a store."""
-    from .pipeline import store_info
+    from bigclust.pipeline.runner import store_info
     info = store_info(store_path)
     if as_json:
         click.echo(json.dumps(info))
@@ -142,7 +142,7 @@ def store():
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout (bytes per stage and array).")
 def store_du(store_path, as_json):
     """Bytes on disk per stage and the largest arrays of STORE."""
-    from .store_admin import format_usage, usage
+    from bigclust.pipeline.clean import format_usage, usage
     u = usage(store_path)
     click.echo(json.dumps(u) if as_json else format_usage(u))
 
@@ -156,7 +156,7 @@ def store_du(store_path, as_json):
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 def store_clean(store_path, configs, all_, dry_run):
     """Remove the derived stages of STORE that no CONFIG uses (never the ingested data without --all)."""
-    from .store_admin import clean, format_clean
+    from bigclust.pipeline.clean import clean, format_clean
     click.echo(format_clean(clean(store_path, list(configs) or None, all_=all_, dry_run=dry_run)))
 
 
@@ -173,7 +173,7 @@ def report():
 @click.option("--csv", "out_csv", default=None, help="Write a long-form CSV here.")
 def report_compare(results, paper_csv, out_md, out_csv):
     """Best-over-γ results of RESULTS (results.json files) beside paper 000's Tables II-V."""
-    from .report import compare
+    from bigclust.report.tables import compare
     click.echo(compare(results, paper_csv, out_md, out_csv))
 
 
@@ -184,7 +184,7 @@ def report_compare(results, paper_csv, out_md, out_csv):
 @click.option("--scheduler", default=None, help="Dask scheduler for the re-run.")
 def report_verify(results_dir, config, scheduler):
     """Re-run a committed reproduction and check every score is the same to the last bit (exit 1 if not)."""
-    from .report import verify
+    from bigclust.report.tables import verify
     ok, text = verify(results_dir, config, scheduler=scheduler)
     click.echo(text)
     if not ok:
@@ -200,7 +200,7 @@ def report_verify(results_dir, config, scheduler):
               help="csv: index,label[,class]; npy: the labels as an int32 array.")
 def labels_cmd(run_dir, name, out, fmt):
     """List the per-point label files of a finished run (RUN_DIR: its output folder), or export one."""
-    from .labels import export, list_text
+    from bigclust.report.labels import export, list_text
     if name is None:
         if out is not None:
             raise UserError("--out needs --export NAME")
@@ -219,7 +219,7 @@ def bench():
 
 
 def _bench_print(res, as_json):
-    from .bench import format_report
+    from bigclust.bench.bbs import format_report
     click.echo(json.dumps(res) if as_json else format_report(res))
 
 
@@ -233,7 +233,7 @@ def _bench_print(res, as_json):
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def bench_nmf(k, iters, repeats, max_memory, data, as_json):
     """Linear NMF (MU, HALS) vs scikit-learn, bilinear vs linear per iteration, streamed peak RSS."""
-    from .bench_nmf import bench_nmf as run
+    from bigclust.bench.nmf import bench_nmf as run
     _bench_print(run(k=k, iters=iters, repeats=repeats, max_memory=max_memory, data=data), as_json)
 
 
@@ -247,7 +247,7 @@ def bench_nmf(k, iters, repeats, max_memory, data, as_json):
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def bench_bbs(n, dtype, repeats, iters, max_dykstra_seconds, as_json):
     """In-memory BBS and Sinkhorn iterations vs NumPy and memory bandwidth; dual vs Dykstra."""
-    from .bench import bench_bbs as run
+    from bigclust.bench.bbs import bench_bbs as run
     _bench_print(run(n=n, dtype=dtype, repeats=repeats, iters=iters, max_dykstra_seconds=max_dykstra_seconds),
                  as_json)
 
@@ -262,7 +262,7 @@ def bench_bbs(n, dtype, repeats, iters, max_dykstra_seconds, as_json):
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def bench_ooc(n, max_memory, iters, dtype, workdir, as_json):
     """Out-of-core BBS on a zarr K of n x n: seconds per iteration and peak RSS."""
-    from .bench import bench_ooc as run
+    from bigclust.bench.bbs import bench_ooc as run
     _bench_print(run(n=n, max_memory=max_memory, iters=iters, dtype=dtype, workdir=workdir), as_json)
 
 
@@ -289,8 +289,8 @@ def bench_ooc(n, max_memory, iters, dtype, workdir, as_json):
 def bench_sparse(n, k, gamma, n_init, sklearn_timeout, sklearn_subset, sklearn_eigen_solver, bbs_self_loops,
                  pca, knn, as_json):
     """MNIST end to end on a sparse kNN affinity (SK, BBS-dual) beside scikit-learn."""
-    from .bench import bench_sparse as run
-    from .knn import check_method
+    from bigclust.bench.bbs import bench_sparse as run
+    from bigclust.algo.knn import check_method
     check_method(knn)
     if gamma != "median":
         try:
@@ -318,7 +318,7 @@ def bench_sparse(n, k, gamma, n_init, sklearn_timeout, sklearn_subset, sklearn_e
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def bench_knn(n, ks, pca, repeats, raw, exact_repeats, approx, as_json):
     """MNIST kNN graph: streamed PCA, exact blocked search vs pynndescent / hnswlib / faiss (time, recall)."""
-    from .bench_knn import bench_knn as run, format_report
+    from bigclust.bench.knn import bench_knn as run, format_report
     res = run(n=n, ks=tuple(ks), pca=pca, repeats=repeats, raw=raw, exact_repeats=exact_repeats,
               approx=tuple(approx) or None)
     click.echo(json.dumps(res) if as_json else format_report(res))
@@ -342,7 +342,7 @@ def bench_knn(n, ks, pca, repeats, raw, exact_repeats, approx, as_json):
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def bench_scale(sizes, methods, repeats, scheduler, config, out, workdir, keep, as_json):
     """Time and peak RSS per stage of the kNN pipeline at growing n, log-log slopes (JSON + PNG)."""
-    from .bench_scale import bench_scale as run
+    from bigclust.bench.scale import bench_scale as run
     try:
         ns = [int(s) for s in sizes.split(",") if s.strip()]
     except ValueError:
@@ -350,7 +350,7 @@ def bench_scale(sizes, methods, repeats, scheduler, config, out, workdir, keep, 
     res = run(ns, methods=[m.strip() for m in methods.split(",") if m.strip()], repeats=repeats,
               scheduler=scheduler, config=config, out=out, workdir=workdir, keep=keep,
               log=lambda m: click.echo(m, err=True))
-    from .bench_scale import format_scale
+    from bigclust.bench.scale import format_scale
     click.echo(json.dumps(res, default=float) if as_json else format_scale(res))
 
 
@@ -366,7 +366,7 @@ def bench_scale(sizes, methods, repeats, scheduler, config, out, workdir, keep, 
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def bench_subspace(n, k, d, repeats, n_ref, coil20_repeats, as_json):
     """Per-column SSC ADMM vs a NumPy loop and scikit-learn's Lasso; Ak-SSC on COIL-20 end to end."""
-    from .bench_subspace import bench_subspace as run
+    from bigclust.bench.subspace import bench_subspace as run
     _bench_print(run(n=n, k=k, d=d, repeats=repeats, n_ref=n_ref, coil20_repeats=coil20_repeats), as_json)
 
 

@@ -20,7 +20,7 @@ def data_root():
 def _environ_unchanged():
     """Each test leaves ``os.environ`` as it found it: a LocalCluster a test starts sets OMP/MKL/OPENBLAS_NUM_THREADS
     = 1 in this process (dask/distributed#6749), which later tests' subprocesses would inherit."""
-    from bigclust.scheduler import keep_environ
+    from bigclust.pipeline.scheduler import keep_environ
     with keep_environ():
         yield
 

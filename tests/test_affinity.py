@@ -4,8 +4,8 @@ import pytest
 import scipy.sparse as sp
 from scipy.spatial.distance import cdist
 
-from bigclust.affinity import dense_kernel, knn_graph, knn_kernel
-from bigclust.errors import UserError
+from bigclust.algo.affinity import dense_kernel, knn_graph, knn_kernel
+from bigclust._util.errors import UserError
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def test_blocks_do_not_change_values(X):
 def test_dense_kernel_exactly_symmetric_and_chunk_free(kind):
     # n spans several Gram tiles with a ragged last one; blocks of one tile, of
     # two tiles, and smaller than a tile must all give the same bits
-    from bigclust.affinity import gram_tile
+    from bigclust.algo.affinity import gram_tile
 
     X = np.random.default_rng(5).normal(size=(1100, 30))
     T = gram_tile(1100)

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bigclust.affinity import knn_kernel
-from bigclust.bench_sparse import diagonal_rows, positive_part
-from bigclust.errors import UserError
+from bigclust.algo.affinity import knn_kernel
+from bigclust.bench.sparse import diagonal_rows, positive_part
+from bigclust._util.errors import UserError
 from bigclust.normalize import bbs
 from bigclust.normalize._bbs_sparse import self_loop_support
-from bigclust.spectral import components
+from bigclust.algo.spectral import components
 
 
 def _points(seed=0, n_blob=200, n_out=20, radius=8.0):

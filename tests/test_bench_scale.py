@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bigclust import bench_scale as bs
-from bigclust.config import load
+from bigclust.bench import scale as bs
+from bigclust.pipeline.config import load
 
 N = [10_000, 20_000, 35_000, 70_000, 140_000]
 

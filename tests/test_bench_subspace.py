@@ -8,7 +8,7 @@ import json
 import numpy as np
 from click.testing import CliRunner
 
-from bigclust.bench_subspace import numpy_admm
+from bigclust.bench.subspace import numpy_admm
 from bigclust.cli import main
 
 

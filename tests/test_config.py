@@ -5,8 +5,8 @@ import warnings
 
 import pytest
 
-from bigclust.config import from_dict, load, parse_bytes
-from bigclust.errors import ConfigError
+from bigclust.pipeline.config import from_dict, load, parse_bytes
+from bigclust._util.errors import ConfigError
 
 BASE = {"data": {"name": "optdigits"}, "store": {"path": "s.zarr"}, "output": {"dir": "o"}}
 
@@ -140,8 +140,8 @@ def test_a_method_section_not_in_names_is_a_warning(tmp_path):
 
 def test_keep_decides_only_the_disk_so_it_is_not_in_the_hash(tmp_path):
     """[store] keep never changes a score: a finished run's folder stays its config's when keep changes."""
-    from bigclust.checks import same_settings
-    from bigclust.config import load
+    from bigclust.pipeline.checks import same_settings
+    from bigclust.pipeline.config import load
     base = '[data]\npath = "x.npz"\n\n[method]\nnames = ["kmeans"]\n'
     cfgs = {}
     for name, extra in (("a", ""), ("b", '\n[store]\nkeep = "results"\n'), ("c", '\n[store]\nmax_memory = "1GB"\n')):

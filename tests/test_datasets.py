@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from bigclust.datasets import DatasetInfo, Source, get_info, list_datasets, open_dataset, open_file
 from bigclust.datasets import readers, registry, text
-from bigclust.errors import DataError
+from bigclust._util.errors import DataError
 
 
 def collect(src, chunk_rows):

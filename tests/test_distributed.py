@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from bigclust.pipeline import run
-from bigclust.store import Store, read_matrix
+from bigclust.pipeline.runner import run
+from bigclust.pipeline.store import Store, read_matrix
 
 from conftest import blobs
 
@@ -43,7 +43,7 @@ def test_local_cluster_scheduler_leaves_the_environment_as_it_was():
     # a Nanny sets OMP/MKL/OPENBLAS_NUM_THREADS=1 in the process that starts it (dask/distributed#6749)
     import os
 
-    from bigclust.scheduler import dask_client
+    from bigclust.pipeline.scheduler import dask_client
     before = dict(os.environ)
     with dask_client("local-cluster", 1) as client:
         assert client.submit(lambda: os.environ.get("OMP_NUM_THREADS")).result() == "1"  # the workers keep theirs

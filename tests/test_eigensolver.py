@@ -6,10 +6,10 @@ import pytest
 import scipy.sparse as sp
 from scipy.linalg import subspace_angles
 
-from bigclust import spectral
-from bigclust.affinity import knn_kernel
+from bigclust.algo import spectral
+from bigclust.algo.affinity import knn_kernel
 from bigclust.normalize import bbs, sinkhorn
-from bigclust.spectral import top_eigenvectors
+from bigclust.algo.spectral import top_eigenvectors
 
 
 

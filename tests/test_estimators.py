@@ -6,9 +6,9 @@ import scipy.sparse as sp
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from bigclust.estimators import SpectralClustering
-from bigclust.metrics import accuracy
-from bigclust.pipeline import run
-from bigclust.store import Store, read_matrix
+from bigclust.algo.metrics import accuracy
+from bigclust.pipeline.runner import run
+from bigclust.pipeline.store import Store, read_matrix
 
 from conftest import blobs
 

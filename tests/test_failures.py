@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bigclust.errors import ConfigError, DataError, StoreError, UserError
-from bigclust.pipeline import run, validate
+from bigclust._util.errors import ConfigError, DataError, StoreError, UserError
+from bigclust.pipeline.runner import run, validate
 
 from conftest import blobs
 
@@ -277,7 +277,7 @@ def test_scheduler_port_held_by_something_else_is_one_line_within_timeout(tmp_pa
                                                                             monkeypatch, kind):
     import time
 
-    from bigclust import scheduler
+    from bigclust.pipeline import scheduler
     monkeypatch.setattr(scheduler, "SCHEDULER_TIMEOUT", 2.0)
     port, close = _listener(kind)
     try:
@@ -307,7 +307,7 @@ def test_scheduler_lost_mid_run_is_one_line_and_resumes(tmp_path, small, make_co
     from distributed.client import FutureCancelledError
     from distributed.comm.core import CommClosedError
 
-    from bigclust import pipeline
+    from bigclust.pipeline import runner as pipeline
 
     class GoneClient:  # stands for a client whose scheduler dies at the second task
         def __init__(self, *a, **kw):
@@ -366,7 +366,7 @@ class _Killed(BaseException):
 @pytest.mark.parametrize("kill_at", range(5))
 def test_kill_while_writing_the_report_then_same_command_resumes(tmp_path, small, make_config, monkeypatch,
                                                                   kill_at):
-    from bigclust import report
+    from bigclust.report import tables as report
     real, calls = report._atomic_write, []
 
     def dying(path, text):
@@ -397,8 +397,8 @@ def test_kill_while_writing_the_report_then_same_command_resumes(tmp_path, small
 # -- 11. a stage is never committed under a key its parameters do not hash to ------------------------------
 
 def test_store_refuses_params_that_do_not_hash_to_the_key(tmp_path):
-    from bigclust import stages
-    from bigclust.store import Store, write_dense
+    from bigclust.pipeline import stages
+    from bigclust.pipeline.store import Store, write_dense
 
     s = Store(tmp_path / "s.zarr", owner={"name": "a"})
     p = stages.ClusterParams(input="abc", src="embed", array="E", k=3, n_init=5, max_iter=10, algorithm="lloyd",
@@ -430,7 +430,7 @@ def test_degenerate_gaussian_width_is_one_warning(tmp_path, small, make_config, 
 def test_sane_gaussian_width_is_silent():
     import warnings
 
-    from bigclust.affinity import check_gaussian_width
+    from bigclust.algo.affinity import check_gaussian_width
     X, _ = blobs(n=300)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -467,8 +467,8 @@ def test_mostly_duplicate_rows_warn(tmp_path, make_config):
 def test_distinct_rows_dense_and_sparse(tmp_path):
     import scipy.sparse as sp
 
-    from bigclust.pipeline import n_distinct_rows
-    from bigclust.store import Store, write_csr, write_dense
+    from bigclust.pipeline.runner import n_distinct_rows
+    from bigclust.pipeline.store import Store, write_csr, write_dense
     X = np.array([[1, 0, 2], [1, 0, 2], [0, 1, 2], [2, 0, 1], [0, 1, 2]], np.float32)
     s = Store(tmp_path / "s.zarr", owner={"name": "t"})
     with s.write("x", "k", {}) as g:
@@ -512,7 +512,7 @@ def test_word_labels_and_a_lone_number(tmp_path):
 # -- 16. a disconnected kNN graph names its cause ----------------------------------------------------------
 
 def test_knn_disconnection_names_gamma_or_n_neighbors():
-    from bigclust.affinity import knn_kernel
+    from bigclust.algo.affinity import knn_kernel
     X, _ = blobs(n=90, k=3, d=4, sep=20.0)
     with pytest.warns(RuntimeWarning, match=r"gamma=1e-09 is too small .* raise gamma"):
         knn_kernel(X, 5, 1e-9)
@@ -524,7 +524,7 @@ def test_scheduler_probe_works_inside_a_running_event_loop(tmp_path):
     # as in Jupyter: the probe must not need to start an event loop of its own in this thread
     import asyncio
 
-    from bigclust.pipeline import check_scheduler
+    from bigclust.pipeline.runner import check_scheduler
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
                                   dashboard_address=None) as cluster:

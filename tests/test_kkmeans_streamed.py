@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from bigclust.errors import DataError, UserError
+from bigclust._util.errors import DataError, UserError
 from bigclust.nmf import kernel_kmeans, kernel_kmeans_streamed, ncw_weights
 
 

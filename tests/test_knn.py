@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bigclust.affinity import knn_graph, knn_kernel
-from bigclust.errors import ConfigError, UserError
-from bigclust.knn import (APPROX_DEFAULT, EXACT_WORK_LIMIT, check_method, knn_approx, knn_exact, knn_search,
+from bigclust.algo.affinity import knn_graph, knn_kernel
+from bigclust._util.errors import ConfigError, UserError
+from bigclust.algo.knn import (APPROX_DEFAULT, EXACT_WORK_LIMIT, check_method, knn_approx, knn_exact, knn_search,
                           recall, resolve_method)
 
 
@@ -121,7 +121,7 @@ def test_knn_kernel_exact_equals_todays_exact_path(X):
 
 
 def test_config_knn_key_is_validated():
-    from bigclust.config import from_dict
+    from bigclust.pipeline.config import from_dict
 
     base = {"data": {"name": "optdigits"}, "store": {"path": "s.zarr"}, "output": {"dir": "o"}}
     assert from_dict(base, "x.toml").sections["affinity"]["knn"] == "auto"
@@ -132,8 +132,8 @@ def test_config_knn_key_is_validated():
 
 
 def test_affinity_key_unchanged_by_default_and_changed_by_a_method():
-    from bigclust.config import stable_hash
-    from bigclust.stages import AffinityParams, stage_key
+    from bigclust.pipeline.config import stable_hash
+    from bigclust.pipeline.stages import AffinityParams, stage_key
 
     p = AffinityParams(input="abc", src="preprocess", kind="knn", dtype="float64", gamma=1.0, n_neighbors=10, seed=0)
     # the key of a store made before the knn field existed

@@ -1,15 +1,16 @@
-"""IVF kNN (bigclust.knn_ivf): exact when every cell is probed, high recall with few, deterministic, and
+"""IVF kNN (bigclust.algo.knn.ivf): exact when every cell is probed, high recall with few, deterministic, and
 resumable chunk by chunk in the kNN stage."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bigclust import knn_ivf, knn_stage
-from bigclust.affinity import kernel_from_neighbors
-from bigclust.errors import UserError
-from bigclust.knn import knn_exact, knn_search, recall
-from bigclust.pipeline import run
-from bigclust.store import Store, read_matrix
+from bigclust.algo.knn import ivf as knn_ivf
+from bigclust.pipeline.stages import knn as knn_stage
+from bigclust.algo.affinity import kernel_from_neighbors
+from bigclust._util.errors import UserError
+from bigclust.algo.knn import knn_exact, knn_search, recall
+from bigclust.pipeline.runner import run
+from bigclust.pipeline.store import Store, read_matrix
 
 from conftest import blobs
 from test_knn_resume import _affinity, _config, _data, CHUNK, GAMMA, K_NN, N
@@ -170,7 +171,7 @@ def test_stage_in_one_call_equals_chunked(tmp_path, make_config):
 
 
 def test_auto_resolves_to_ivf_in_low_dimensions():
-    from bigclust import knn
+    from bigclust.algo import knn
 
     assert knn.resolve_method("auto", 3000, 50) == "exact"
     assert knn.resolve_method("auto", 70000, 50) == "ivf"       # PCA-50 MNIST: own cached code, no JIT wait

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bigclust import knn_stage
-from bigclust.pipeline import run
-from bigclust.store import Store, read_matrix
+from bigclust.pipeline.stages import knn as knn_stage
+from bigclust.pipeline.runner import run
+from bigclust.pipeline.store import Store, read_matrix
 
 from conftest import blobs
 
@@ -121,8 +121,8 @@ def test_sigkill_mid_stage_then_resume(tmp_path, make_config):
     # each chunk sleeps a little so that the kill lands mid-stage
     script.write_text(textwrap.dedent(f"""
         import time, sys
-        from bigclust import knn_stage
-        from bigclust.pipeline import run
+        from bigclust.pipeline.stages import knn as knn_stage
+        from bigclust.pipeline.runner import run
         search = knn_stage.neighbors_of_rows
         def slow(X, r0, r1, k):
             time.sleep(0.4)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
 
-from bigclust.pipeline import run
-from bigclust.store import Store
+from bigclust.pipeline.runner import run
+from bigclust.pipeline.store import Store
 
 from conftest import blobs
 
@@ -118,7 +118,7 @@ def test_nmf_picks_its_lowest_objective(tmp_path, make_config):
 
 
 def test_label_files_are_never_half_written(tmp_path, make_config, monkeypatch):
-    import bigclust.labels as lb
+    import bigclust.report.labels as lb
 
     p, _, _ = _hard(tmp_path)
     cfg = make_config(p)
@@ -305,7 +305,7 @@ def test_single_gamma_has_no_sweep_plot_and_quality_has_title(tmp_path, make_con
 
 
 def test_label_file_names_are_short_and_unique():
-    from bigclust.labels import names
+    from bigclust.report.labels import names
     methods = ["kmeans", "kmeans", "bbs", "bbs", "mbbs"]
     params = [{"n_init": 0}, {"n_init": 0}, {"gamma": 0.5, "n_iter": 100}, {"gamma": 0.5, "n_iter": 100},
               {"gammas": [0.5, 2.0], "lam": 1.0}]

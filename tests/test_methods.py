@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from bigclust import methods, stages
+from bigclust.pipeline import methods
+from bigclust.pipeline import stages
 from bigclust.cli import main
-from bigclust.pipeline import run
-from bigclust.store import Store, read_matrix, write_dense
+from bigclust.pipeline.runner import run
+from bigclust.pipeline.store import Store, read_matrix, write_dense
 
 from conftest import blobs
 

@@ -1,4 +1,4 @@
-"""Tests of bigclust.metrics against brute-force references and scikit-learn."""
+"""Tests of bigclust.algo.metrics against brute-force references and scikit-learn."""
 import itertools
 import math
 
@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import normalized_mutual_info_score
 
-from bigclust.errors import UserError
-from bigclust.metrics import accuracy, batch_scores, contingency, error_rate, nmi
+from bigclust._util.errors import UserError
+from bigclust.algo.metrics import accuracy, batch_scores, contingency, error_rate, nmi
 
 SK_METHOD = {"sqrt": "geometric", "max": "max", "arithmetic": "arithmetic"}
 

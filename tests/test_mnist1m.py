@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from bigclust import stages
+from bigclust.pipeline import stages
 from bigclust.datasets import get_info, open_dataset
 from bigclust.datasets import mnist1m as m
-from bigclust.store import Store, read_matrix
+from bigclust.pipeline.store import Store, read_matrix
 
 N_BASE, N_TOTAL = 120, 2000
 

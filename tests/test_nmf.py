@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bigclust.errors import DataError, UserError
-from bigclust.metrics import accuracy
+from bigclust._util.errors import DataError, UserError
+from bigclust.algo.metrics import accuracy
 from bigclust.nmf import linear_nmf, linear_nmf_streamed
 from bigclust.nmf import _linear, _ops
 from bigclust.nmf._numba import EPS

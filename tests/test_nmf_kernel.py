@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bigclust.errors import DataError
-from bigclust.kmeans import kmeans
-from bigclust.metrics import accuracy
+from bigclust._util.errors import DataError
+from bigclust.algo.kmeans import kmeans
+from bigclust.algo.metrics import accuracy
 from bigclust.nmf import (NMFConvergenceWarning, bilinear_nmf, kernel_kmeans, linear_nmf, ncw_vectors,
                           ncw_weights)
 from bigclust.nmf import _bilinear

@@ -11,10 +11,10 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from bigclust import nmf
 from bigclust.estimators import NMFClustering
-from bigclust.metrics import accuracy
+from bigclust.algo.metrics import accuracy
 from bigclust.normalize import rc
-from bigclust.pipeline import run
-from bigclust.store import Store, read_matrix
+from bigclust.pipeline.runner import run
+from bigclust.pipeline.store import Store, read_matrix
 
 from conftest import blobs, docs as _docs
 
@@ -85,10 +85,10 @@ def test_pipeline_equals_library_and_estimator(tmp_path, make_config, method, se
         est = NMFClustering(3, model="bilinear", n_init=2, max_iter=200, random_state=7).fit(X)
         np.testing.assert_array_equal(est.labels_, labels[0])
     elif method == "kmeans":
-        from bigclust.kmeans import kmeans
+        from bigclust.algo.kmeans import kmeans
         ref = kmeans(nmf.ncw_vectors(X32), 3, n_init=4, max_iter=1000, random_state=7).labels
     else:
-        from bigclust.affinity import dense_kernel
+        from bigclust.algo.affinity import dense_kernel
         K = dense_kernel(X32, "cosine2").compute()
         if method == "binmf":
             ref, *_ = nmf.bilinear_nmf(K, 3, kernel="precomputed", n_init=2, max_iter=200, random_state=7, ncw=True)
@@ -143,7 +143,8 @@ def test_subset_protocol_is_deterministic_and_averaged(tmp_path, make_config):
 def test_subset_protocol_keep_results_drops_each_subset_after_its_methods(tmp_path, make_config, monkeypatch):
     """keep = "results": subsets outer, methods inner, a subset's kernels dropped before the next subset runs;
     the trials are those of the method-by-method order, bit for bit."""
-    from bigclust import pipeline, store_admin
+    from bigclust.pipeline import runner as pipeline
+    from bigclust.pipeline import clean as store_admin
     cfg = _subset_config(tmp_path, make_config)
     run(cfg, out=str(tmp_path / "all"), store=str(tmp_path / "all.zarr"))
     cfg.write_text(cfg.read_text().replace('path = "store.zarr"', 'path = "store.zarr"\nkeep = "results"'))
@@ -178,7 +179,7 @@ def test_subset_keys_without_the_protocol_and_plots_under_it_are_said(tmp_path, 
 
 
 def test_subset_protocol_errors(tmp_path, make_config):
-    from bigclust.errors import ConfigError, UserError
+    from bigclust._util.errors import ConfigError, UserError
     cfg = _subset_config(tmp_path, make_config)
     cfg.write_text(cfg.read_text().replace("subset_sizes = [2, 4]", "subset_sizes = [2, 7]"))
     with pytest.raises(UserError, match=r"subset_sizes \[7\] exceed the 6 classes"):
@@ -189,7 +190,7 @@ def test_subset_protocol_errors(tmp_path, make_config):
         run(cfg)
     # a registered data set's classes are known before any work: `pipeline validate` refuses too
     from pathlib import Path
-    from bigclust.pipeline import validate
+    from bigclust.pipeline.runner import validate
     reg = tmp_path / "reg.toml"
     reg.write_text(f'[data]\nname = "optdigits"\nroot = "{Path(__file__).parents[1] / "data"}"\n\n'
                    '[method]\nnames = ["kmeans"]\n\n[evaluate]\nprotocol = "subsets"\nsubset_sizes = [2, 11]\n')

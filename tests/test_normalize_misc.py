@@ -4,7 +4,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
-from bigclust.errors import DataError, UserError
+from bigclust._util.errors import DataError, UserError
 from bigclust.normalize import (bbs, mbbs, ncut, normalize, project_simplex, quality, quality_from_sums,
                                 quality_partial, ra, sinkhorn)
 

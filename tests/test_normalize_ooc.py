@@ -7,10 +7,10 @@ import scipy.linalg
 import zarr
 from scipy.sparse.linalg import eigsh
 
-from bigclust.errors import DataError, UserError
+from bigclust._util.errors import DataError, UserError
 from bigclust.normalize import NormalizeConvergenceWarning, bbs, mbbs, ncut, sinkhorn
-from bigclust.blocks import create_like
-from bigclust.normalize_ooc import bbs_blocked, blocked_matvec_operator, mbbs_blocked, sinkhorn_blocked
+from bigclust.algo.blocks import create_like
+from bigclust.normalize.ooc import bbs_blocked, blocked_matvec_operator, mbbs_blocked, sinkhorn_blocked
 
 N = 61  # prime: no block size divides it
 

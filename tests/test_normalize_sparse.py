@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bigclust.errors import DataError
+from bigclust._util.errors import DataError
 from bigclust.normalize import bbs, ncut, quality, sinkhorn
 from bigclust.normalize._bbs_sparse import Support
 from bigclust.normalize._common import check_sparse

@@ -19,8 +19,8 @@ import scipy.sparse as sp
 from scipy.spatial.distance import pdist
 from sklearn.datasets import load_breast_cancer, load_wine
 
-from bigclust.config import from_dict, load
-from bigclust.errors import ConfigError, DataError
+from bigclust.pipeline.config import from_dict, load
+from bigclust._util.errors import ConfigError, DataError
 
 ROOT = Path(__file__).parents[1]
 
@@ -116,7 +116,7 @@ def test_unlabelled_csv_runs_and_needs_n_clusters(tmp_path, wine_csv):
     cfg.write_text('[data]\npath = "wine.csv"\nlabel_column = false\n[preprocess]\nstandardize = true\n'
                    'l2_normalize = false\n[method]\nnames = ["kmeans", "ncut"]\n[cluster]\nn_clusters = 3\n'
                    'n_init = 3\n')
-    from bigclust.pipeline import run
+    from bigclust.pipeline.runner import run
     with warnings.catch_warnings():
         warnings.simplefilter("error")                       # no "implausible labels" warning: there are none
         recs = run(cfg)
@@ -166,7 +166,7 @@ def test_warning_reaches_the_cli(tmp_path, wine_csv):
 def test_standardize_matches_sklearn_streamed():
     from sklearn.preprocessing import StandardScaler
 
-    from bigclust.preprocess import standardize, standardize_fit
+    from bigclust.algo.preprocess import standardize, standardize_fit
     rng = np.random.default_rng(0)
     X = rng.normal(1e4, 3.0, (1000, 6)) * np.array([1, 10, 0.1, 1, 1, 1])
     X[:, 3] = 7.0                                            # a constant column keeps scale 1
@@ -187,8 +187,8 @@ def test_standardize_stage_in_the_pipeline(tmp_path, wine):
     """Over several row chunks, the preprocess stage equals StandardScaler on the float32 data."""
     from sklearn.preprocessing import StandardScaler
 
-    from bigclust.pipeline import run
-    from bigclust.store import Store, read_matrix
+    from bigclust.pipeline.runner import run
+    from bigclust.pipeline.store import Store, read_matrix
     X, y, _ = wine
     np.savez(tmp_path / "w.npz", X=X, y=y)
     cfg = tmp_path / "w.toml"
@@ -207,7 +207,7 @@ def test_standardize_stage_in_the_pipeline(tmp_path, wine):
 
 
 def test_median_sq_distance_against_numpy():
-    from bigclust.affinity import median_sq_distance
+    from bigclust.algo.affinity import median_sq_distance
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 5)) * np.arange(1, 6)
     assert median_sq_distance(X) == pytest.approx(np.median(pdist(X, "sqeuclidean")), rel=1e-12)
@@ -220,7 +220,7 @@ def test_median_sq_distance_against_numpy():
 def test_median_over_knn_pairs_against_sklearn():
     from sklearn.neighbors import NearestNeighbors
 
-    from bigclust.affinity import knn_kernel
+    from bigclust.algo.affinity import knn_kernel
     rng = np.random.default_rng(1)
     X = rng.normal(size=(200, 3))
     K, g = knn_kernel(X, 10, "median", return_gamma=True)
@@ -230,8 +230,8 @@ def test_median_over_knn_pairs_against_sklearn():
 
 
 def test_median_gamma_in_config_sweep_and_pipeline(tmp_path, wine):
-    from bigclust.pipeline import run
-    from bigclust.store import Store, read_matrix
+    from bigclust.pipeline.runner import run
+    from bigclust.pipeline.store import Store, read_matrix
     c = from_dict({"data": {"name": "optdigits"}, "affinity": {"gamma": ["median", 2]}}, "x.toml")
     assert c.sweeps[("affinity", "gamma")] == ["median", 2.0]
     X, y, _ = wine

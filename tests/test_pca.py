@@ -5,8 +5,8 @@ import pytest
 import scipy.sparse as sp
 from sklearn.decomposition import PCA
 
-from bigclust.errors import DataError
-from bigclust.preprocess import pca_fit, pca_transform
+from bigclust._util.errors import DataError
+from bigclust.algo.preprocess import pca_fit, pca_transform
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +59,9 @@ def test_transform_keeps_float32_and_bounds(data):
 def test_pipeline_preprocess_pca_streams_and_equals_in_memory(tmp_path, make_config):
     from conftest import blobs
 
-    from bigclust.pipeline import run
-    from bigclust.preprocess import l2_normalize
-    from bigclust.store import Store, read_matrix
+    from bigclust.pipeline.runner import run
+    from bigclust.algo.preprocess import l2_normalize
+    from bigclust.pipeline.store import Store, read_matrix
 
     X, y = blobs(n=150, d=5)
     np.savez(tmp_path / "d.npz", X=X, y=y)

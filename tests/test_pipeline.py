@@ -6,9 +6,9 @@ import sys
 import numpy as np
 import pytest
 
-from bigclust.errors import DataError, StoreError, UserError
-from bigclust.pipeline import run, store_info
-from bigclust.store import Store
+from bigclust._util.errors import DataError, StoreError, UserError
+from bigclust.pipeline.runner import run, store_info
+from bigclust.pipeline.store import Store
 
 from conftest import blobs
 
@@ -306,7 +306,7 @@ def test_minibatch_runs_on_sparse_data(tmp_path, make_config):
 
 
 def test_verify_names_the_numerics_when_bits_differ(tmp_path, blob_file, make_config):
-    from bigclust.report import numerics, verify
+    from bigclust.report.tables import numerics, verify
     cfg = make_config(blob_file)
     run(cfg)
     out = tmp_path / "out"

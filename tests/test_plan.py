@@ -3,9 +3,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bigclust.blocks import budget, row_blocks
-from bigclust.errors import UserError
-from bigclust.plan import (CONSUMERS, MAX_KERNEL_BLOCK, PlanError, block_rows, consumer_rows, kernel_chunk_rows,
+from bigclust.algo.blocks import budget, row_blocks
+from bigclust._util.errors import UserError
+from bigclust._util.plan import (CONSUMERS, MAX_KERNEL_BLOCK, PlanError, block_rows, consumer_rows, kernel_chunk_rows,
                            normalize_plan, parse_bytes)
 
 

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from bigclust import kmeans, nmf, normalize, progress
+from bigclust import nmf, normalize
+from bigclust.algo import kmeans
+from bigclust._util import progress
 from bigclust.cli import main
 
 from conftest import blobs, write_config

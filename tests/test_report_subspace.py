@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 
-from bigclust.report import compare
+from bigclust.report.tables import compare
 
 
 def _rec(reg, k, aug, acc, nmi, dataset="coil20", **semi):
@@ -78,7 +78,7 @@ def test_compare_sensitivity_tables_name_cells_by_k_and_augmentation(tmp_path):
 def test_compare_refuses_to_average_pixels_with_scattering(tmp_path):
     import pytest
 
-    from bigclust.errors import UserError
+    from bigclust._util.errors import UserError
     pix = _rec("l1", 10, "mnist", 0.7, 0.7, dataset="mnist-test-500-0-9")              # no key: pixels
     scat = _rec("l1", 10, "mnist", 0.9, 0.8, dataset="mnist-test-500-0-9", features="scattering")
     paper = tmp_path / "paper.csv"

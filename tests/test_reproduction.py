@@ -36,7 +36,7 @@ def test_vehicle_reproduction_is_bit_identical(data_root):
     arch = kernel.split()[-1]
     if not NEEDS.get(arch, {"?"}) <= _cpu_flags():
         pytest.skip(f"the vehicle results were made with OpenBLAS's {arch} kernel, which this CPU cannot run")
-    code = ("import sys; from bigclust.report import verify; ok, text = verify(sys.argv[1]); print(text); "
+    code = ("import sys; from bigclust.report.tables import verify; ok, text = verify(sys.argv[1]); print(text); "
             "sys.exit(0 if ok else 1)")
     # the thread counts the results were made with (a dask.distributed Nanny started earlier in this process
     # may have left OMP/MKL/OPENBLAS_NUM_THREADS=1 in os.environ: dask/distributed#6749)
@@ -53,8 +53,8 @@ def test_every_committed_results_folder_accepts_its_own_config():
     """`bigclust pipeline run CONFIG` of a README writes into the committed folder, not a refusal."""
     import warnings
 
-    from bigclust.checks import same_settings
-    from bigclust.config import load
+    from bigclust.pipeline.checks import same_settings
+    from bigclust.pipeline.config import load
     root = Path(__file__).parents[1]
     records = sorted(root.glob("pipelines/*/results/*/run.json"))
     assert len(records) > 50

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bigclust.errors import UserError
-from bigclust.spectral import embed, top_eigenvectors
+from bigclust._util.errors import UserError
+from bigclust.algo.spectral import embed, top_eigenvectors
 
 
 def _sym(n=120, seed=0):

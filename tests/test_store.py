@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bigclust.errors import StoreError
-from bigclust.store import Store, read_matrix, write_csr, write_dense
+from bigclust._util.errors import StoreError
+from bigclust.pipeline.store import Store, read_matrix, write_csr, write_dense
 
 
 def test_atomic_stage_write_and_read(tmp_path):
-    from bigclust.config import stable_hash
+    from bigclust.pipeline.config import stable_hash
     s = Store(tmp_path / "s.zarr", owner={"name": "a"})
     M = sp.random(30, 20, density=0.2, format="csr", random_state=0)
     k1 = stable_hash({"a": 1})  # a stage's key is the hash of its parameters

@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from bigclust.cli import main
-from bigclust.errors import DataError, StoreError
-from bigclust.pipeline import run, validate
-from bigclust.store import Store, read_matrix
+from bigclust._util.errors import DataError, StoreError
+from bigclust.pipeline.runner import run, validate
+from bigclust.pipeline.store import Store, read_matrix
 
 from conftest import blobs, write_config
 

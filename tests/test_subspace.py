@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bigclust.errors import DataError, UserError
-from bigclust.metrics import error_rate
+from bigclust._util.errors import DataError, UserError
+from bigclust.algo.metrics import error_rate
 from bigclust.subspace import (affinity, augment_images, build_dictionary, fold_back, knn_dictionary,
                                self_expression, subspace_affinity, subspace_clustering)
 

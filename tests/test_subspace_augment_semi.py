@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bigclust.errors import DataError
-from bigclust.metrics import error_rate
+from bigclust._util.errors import DataError
+from bigclust.algo.metrics import error_rate
 from bigclust.subspace import (PRESETS, aks_sc, augment, augment_chunks, augment_images, interpolate,
                                propagate_labels)
 from bigclust.subspace.semi import laplacian, one_hot

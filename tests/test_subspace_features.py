@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from bigclust import methods
-from bigclust.errors import DataError, UserError
+from bigclust.pipeline import methods
+from bigclust._util.errors import DataError, UserError
 from bigclust.subspace import features as feat
 
 
@@ -156,8 +156,8 @@ def test_uncentred_pca_equals_svd(n_rows):
 
 def test_new_keys_keep_hashes(tmp_path):
     """[aksc] features / image / max_iter at their defaults change neither the config hash nor the stage keys."""
-    from bigclust.config import load
-    from bigclust.stages import SubspaceParams, stage_key
+    from bigclust.pipeline.config import load
+    from bigclust.pipeline.stages import SubspaceParams, stage_key
     base = ('[data]\nname = "mnist-test-500-0-2"\n[method]\nnames = ["aksc"]\n[store]\npath = "s.zarr"\n'
             '[output]\ndir = "out"\n[aksc]\naugment = "mnist"\n')
     (tmp_path / "a.toml").write_text(base)
@@ -189,8 +189,8 @@ def test_pipeline_and_estimator_equal_library(tmp_path, make_config):
     """features = "scattering" through the pipeline and SubspaceClustering: the library's W and labels."""
     pytest.importorskip("kymatio.scattering2d.frontend.numpy_frontend")
     from bigclust.estimators import SubspaceClustering
-    from bigclust.pipeline import run
-    from bigclust.store import Store, read_matrix
+    from bigclust.pipeline.runner import run
+    from bigclust.pipeline.store import Store, read_matrix
     from bigclust.subspace import subspace_clustering
     X, _ = _digits(24, seed=2)
     X = X.astype(np.float32).astype(np.float64)

@@ -4,9 +4,9 @@ import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from bigclust.estimators import SubspaceClustering
-from bigclust.metrics import accuracy
-from bigclust.pipeline import run
-from bigclust.store import Store, read_matrix
+from bigclust.algo.metrics import accuracy
+from bigclust.pipeline.runner import run
+from bigclust.pipeline.store import Store, read_matrix
 from bigclust.subspace import subspace_clustering
 
 

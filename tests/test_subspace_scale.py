@@ -1,4 +1,4 @@
-"""Ak-SC at scale (bigclust.subspace.scale): chunked = in memory, distributed = local, kill -9 then resume."""
+"""Ak-SC at scale (bigclust.subspace._chunked): chunked = in memory, distributed = local, kill -9 then resume."""
 import os
 import signal
 import subprocess
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bigclust.pipeline import run
-from bigclust.store import Store, read_matrix
+from bigclust.pipeline.runner import run
+from bigclust.pipeline.store import Store, read_matrix
 from bigclust.subspace import build_dictionary, knn_dictionary, self_expression, ssc_lambda
-from bigclust.subspace import scale
+from bigclust.subspace import _chunked as scale
 
 N_PER, N_CLS, CHUNK = 40, 3, 16
 
@@ -124,14 +124,14 @@ def test_sigkill_mid_coefficients_then_resume(tmp_path, make_config):
     script = tmp_path / "slow.py"
     script.write_text(textwrap.dedent("""
         import sys, time
-        from bigclust.subspace import scale
+        from bigclust.subspace import _chunked as scale
         solve = scale.solve_chunk
         def slow(*a):
             time.sleep(0.5)
             return solve(*a)
         if sys.argv[2] == "slow":
             scale.solve_chunk = slow
-        from bigclust.pipeline import run
+        from bigclust.pipeline.runner import run
         run(sys.argv[1])
     """))
     env = {**os.environ, "PYTHONPATH": str(Path(scale.__file__).parents[2])}
@@ -166,7 +166,7 @@ def test_sigkill_mid_coefficients_then_resume(tmp_path, make_config):
 
 
 def test_chunked_refuses_lrr(tmp_path, make_config):
-    from bigclust.errors import UserError
+    from bigclust._util.errors import UserError
     p = _data(tmp_path)
     cfg = _config(make_config, p, "lrr.zarr", "o", CHUNK)
     cfg.write_text(cfg.read_text().replace('regularizer = "l1"', 'regularizer = "nuclear"'))

@@ -3,10 +3,10 @@ the same labels as the library function :func:`bigclust.subspace.aks_sc` on the 
 import numpy as np
 import pytest
 
-from bigclust.errors import UserError
+from bigclust._util.errors import UserError
 from bigclust.estimators import SubspaceClustering
-from bigclust.pipeline import run
-from bigclust.store import Store, read_matrix
+from bigclust.pipeline.runner import run
+from bigclust.pipeline.store import Store, read_matrix
 from bigclust.subspace import aks_sc, interpolate
 from bigclust.subspace._stage import draw_labelled
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bigclust.errors import DataError
-from bigclust.preprocess import tfidf
+from bigclust._util.errors import DataError
+from bigclust.algo.preprocess import tfidf
 
 
 def counts(seed=0, n=14, d=9):

@@ -8,8 +8,8 @@ Nothing heavy is imported here (scipy, scikit-learn and the stemmer are
 imported by the functions that need them), so ``import bigclust.datasets``
 stays fast.
 """
-from .readers import DatasetInfo, Source
-from .registry import default_root, get_info, list_datasets, open_dataset, open_file
+from bigclust.datasets.readers import DatasetInfo, Source
+from bigclust.datasets.registry import default_root, get_info, list_datasets, open_dataset, open_file
 
 __all__ = ["DatasetInfo", "Source", "default_root", "get_info", "list_datasets",
            "open_dataset", "open_file"]

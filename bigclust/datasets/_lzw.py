@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import io
 
-from ..errors import DataError
+from bigclust._util.errors import DataError
 
 
 class _LZWReader(io.RawIOBase):

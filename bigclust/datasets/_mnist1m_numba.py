@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .._jit import njit
+from bigclust._util.jit import njit
 
 
 @njit(parallel=True)

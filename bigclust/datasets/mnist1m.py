@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DataError, UserError
-from .readers import DatasetInfo, Source
+from bigclust._util.errors import DataError, UserError
+from bigclust.datasets.readers import DatasetInfo, Source
 
 N_TOTAL = 1_000_000
 SEED = 13                      # the issue that asked for it
@@ -81,7 +81,7 @@ def generate_rows(base_X, base_y, r0: int, r1: int, *, seed: int = SEED):
 
     Returns ``(X float32 (r1-r0, 784), y int64, origin int64)``.
     """
-    from ._mnist1m_numba import warp_bilinear
+    from bigclust.datasets._mnist1m_numba import warp_bilinear
 
     n_base = base_X.shape[0]
     rows = np.arange(r0, r1, dtype=np.int64)
@@ -164,7 +164,7 @@ def open_prefix(n_rows: int, root=None) -> AugmentedSource:
     """The first ``n_rows`` rows of ``mnist-1m`` from the MNIST files under ``root`` (default: the data root)."""
     from pathlib import Path
 
-    from .registry import _BY_NAME, _selected, default_root
+    from bigclust.datasets.registry import _BY_NAME, _selected, default_root
 
     root = Path(root).expanduser() if root is not None else default_root()
     spec = _BY_NAME["mnist-1m"]

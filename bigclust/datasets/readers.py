@@ -23,8 +23,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from ..errors import DataError
-from ._lzw import _LZWReader
+from bigclust._util.errors import DataError
+from bigclust.datasets._lzw import _LZWReader
 
 # What gzip / zlib / tarfile raise on truncated or corrupt compressed data.
 _STREAM_ERRORS = (EOFError, OSError, zlib.error)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError
-from .readers import (DatasetInfo, Source, idx_blocks, iter_lines, iter_table, open_npy, read_mat,
+from bigclust._util.errors import DataError
+from bigclust.datasets.readers import (DatasetInfo, Source, idx_blocks, iter_lines, iter_table, open_npy, read_mat,
                       read_npz, read_svmlight, scan_table, sorted_classes,
                       warn_stray_labels)
 
@@ -141,13 +141,13 @@ def open_dataset(name: str, root=None) -> Source:
             raise DataError(f"data set {name!r} needs {p}, which does not exist (give the folder that "
                             "holds it: [data] root in a config, bigclust data ingest --root, or BIGCLUST_DATA)")
     if spec.kind in ("news20", "reuters"):
-        from . import text
+        from bigclust.datasets import text
 
         if spec.kind == "news20":
             return text.news20_source(spec.info, paths[0], spec.opts["splits"])
         return text.reuters_source(spec.info, paths, spec.opts["min_docs"])
     if spec.kind == "mnist1m":  # generated chunk by chunk from the MNIST files (datasets/mnist1m.py)
-        from .mnist1m import open_prefix
+        from bigclust.datasets.mnist1m import open_prefix
         return open_prefix(spec.info.n_samples, root)
     kept = list(spec.keep) if spec.keep is not None else list(spec.classes)
     return Source(spec.info, lambda hint: _selected(spec, paths, hint), class_names=kept)
@@ -313,7 +313,7 @@ def open_file(path, fmt: str | None = None, label_column: int | str | None = -1,
     DataError
         Unknown format, missing or malformed file.
     """
-    from .tabular import detect_header, first_line, label_index, warn_implausible_labels
+    from bigclust.datasets.tabular import detect_header, first_line, label_index, warn_implausible_labels
 
     path = Path(path).expanduser()
     fmt = _guess_format(path) if fmt is None else fmt

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import warnings
 
-from ..errors import DataError
-from .readers import _split, iter_lines
+from bigclust._util.errors import DataError
+from bigclust.datasets.readers import _split, iter_lines
 
 #: more distinct labels than this is implausible for a clustering data set, whatever n
 MAX_CLASSES = 1000

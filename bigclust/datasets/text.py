@@ -15,8 +15,8 @@ from importlib import resources
 
 import numpy as np
 
-from ..errors import DataError
-from .readers import DatasetInfo, Source, open_binary
+from bigclust._util.errors import DataError
+from bigclust.datasets.readers import DatasetInfo, Source, open_binary
 
 # Alphabetic tokens of two letters or more: numbers (prices, dates, message
 # ids, ...) are mostly unique to one document and say nothing about its topic,

@@ -27,12 +27,12 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .. import progress
-from ..errors import DataError, UserError
-from ._common import (INITS, SOLVERS, NMFConvergenceWarning, NMFInfo, as_data, check_components, check_int,
+from bigclust._util import progress
+from bigclust._util.errors import DataError, UserError
+from bigclust.nmf._common import (INITS, SOLVERS, NMFConvergenceWarning, NMFInfo, as_data, check_components, check_int,
                       check_tol, draw_seeds, explicit_init, labels_from, nndsvd, normalize_columns,
                       random_factors, seed_indices, warn_not_converged)
-from ._kkmeans import kernel_kmeans_streamed
+from bigclust.nmf._kkmeans import kernel_kmeans_streamed
 
 __all__ = ["NMFConvergenceWarning", "NMFInfo", "bilinear_nmf", "kernel_kmeans", "kernel_kmeans_streamed", "linear_nmf",
            "linear_nmf_streamed", "ncw_vectors", "ncw_weights"]
@@ -176,7 +176,7 @@ def linear_nmf(X, n_components, *, solver="mu", init="random", n_init=10, max_it
     UserError
         A parameter out of range.
     """
-    from . import _linear, _ops
+    from bigclust.nmf import _linear, _ops
 
     X = as_data(X)
     n, m = X.shape
@@ -255,7 +255,7 @@ def linear_nmf_streamed(read_block, block_bounds, n_features, n_components, *, s
     labels, U, V[, info]
         As in :func:`linear_nmf`.
     """
-    from . import _linear
+    from bigclust.nmf import _linear
 
     bounds = _linear.check_bounds(block_bounds)
     n = bounds[-1]
@@ -284,7 +284,7 @@ def linear_nmf_streamed(read_block, block_bounds, n_features, n_components, *, s
 
 
 def _kernel_op(A, kernel, w=None):
-    from ._bilinear import KernelOp, StoredKernel, StoredKernelOp
+    from bigclust.nmf._bilinear import KernelOp, StoredKernel, StoredKernelOp
 
     if isinstance(A, StoredKernel):
         return StoredKernelOp(A, w)
@@ -294,7 +294,7 @@ def _kernel_op(A, kernel, w=None):
         return KernelOp("linear", X, w)
     if kernel != "precomputed":
         raise UserError(f"kernel={kernel!r} must be one of {', '.join(KERNELS)}")
-    from ..normalize._common import check_dense, check_sparse
+    from bigclust.normalize._common import check_dense, check_sparse
 
     if sp.issparse(A):
         K, rs = check_sparse(A, "bilinear NMF")
@@ -363,7 +363,7 @@ def bilinear_nmf(X, n_components, *, kernel="linear", init="random", n_init=10, 
         K or X), ``n_components > n``, (with ``ncw``) a degree ``d_i <= 0``, or
         an indefinite kernel on which the iteration diverges.
     """
-    from . import _bilinear
+    from bigclust.nmf import _bilinear
 
     op = _kernel_op(X, kernel)
     n = op.n
@@ -455,7 +455,7 @@ def kernel_kmeans(K, n_clusters, *, n_init=10, max_iter=300, init="k-means++", r
 
     Notes
     -----
-    Same steps, stops and empty-cluster rule as :func:`bigclust.kmeans.kmeans`:
+    Same steps, stops and empty-cluster rule as :func:`bigclust.algo.kmeans.kmeans`:
     an empty cluster takes the point farthest from its centre (counted, and
     reported by a RuntimeWarning).
 
@@ -466,9 +466,9 @@ def kernel_kmeans(K, n_clusters, *, n_init=10, max_iter=300, init="k-means++", r
     """
     import numba
 
-    from ..kmeans import _method_code, _warn_empty
-    from ..normalize._common import check_dense
-    from . import _kkmeans_numba as kern
+    from bigclust.algo.kmeans import _method_code, _warn_empty
+    from bigclust.normalize._common import check_dense
+    from bigclust.nmf import _kkmeans_numba as kern
 
     if sp.issparse(K):
         raise DataError("kernel k-means needs a dense K (n x n ndarray)")

@@ -30,9 +30,9 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from .. import progress
-from . import _ops
-from ._common import rel_change
+from bigclust._util import progress
+from bigclust.nmf import _ops
+from bigclust.nmf._common import rel_change
 
 
 class KernelOp:
@@ -123,7 +123,7 @@ class StoredKernelOp(KernelOp):
     """
 
     def __init__(self, K: StoredKernel, w=None):
-        from ..errors import DataError
+        from bigclust._util.errors import DataError
 
         self.kind, self.Ks, self.w = "stored", K, w
         n = K.shape[0]

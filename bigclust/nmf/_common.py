@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from ..convergence import ConvergenceWarning
-from ..errors import DataError, UserError
+from bigclust._util.convergence import ConvergenceWarning
+from bigclust._util.errors import DataError, UserError
 
 
 class NMFConvergenceWarning(ConvergenceWarning):
@@ -70,7 +70,7 @@ INITS = ("random", "nndsvd")
 
 def check_int(name, value, low, high=None):
     """An integer in range, or a one-line UserError (the k-means check, shared)."""
-    from ..kmeans import _check_int
+    from bigclust.algo.kmeans import _check_int
     return _check_int(name, value, low, high)
 
 

@@ -31,7 +31,7 @@ def _info_attrs(info):
 
 def nmf_assign(X, p, k, seed, cl, src):
     """Linear NMF (3-1..3-5), NCW when ``p.ncw``: label = argmax of V's row."""
-    from . import linear_nmf
+    from bigclust.nmf import linear_nmf
     labels, U, V, info = linear_nmf(X, k, solver=p.solver, init=p.init, n_init=p.n_init, max_iter=p.max_iter,
                                     tol=p.tol, random_state=seed, ncw=p.ncw, return_info=True)
     return Assignment(labels[None, :], np.array([info.objectives[info.best]]), 0,
@@ -40,8 +40,8 @@ def nmf_assign(X, p, k, seed, cl, src):
 
 def nmf_assign_streamed(read_block, bounds, p, k, seed, map_blocks, cluster=None, src=None):
     """Linear NMF with X read from the store in row blocks, one pass per iteration (out of core)."""
-    from . import linear_nmf_streamed
-    from ._common import UserError
+    from bigclust.nmf import linear_nmf_streamed
+    from bigclust.nmf._common import UserError
     if p.ncw or p.init != "random":
         raise UserError(f"linear NMF streamed out of core takes init = \"random\" without ncw (got init={p.init!r}, "
                         f"ncw={p.ncw}); raise [store] max_memory to run it in memory")
@@ -55,7 +55,7 @@ def nmf_assign_streamed(read_block, bounds, p, k, seed, map_blocks, cluster=None
 
 def binmf_assign(data, p, k, seed, cl, src):
     """Bilinear NMF (3-6..3-17) on X with the linear kernel never formed, or on a kernel K."""
-    from . import bilinear_nmf
+    from bigclust.nmf import bilinear_nmf
     kernel = "precomputed" if src == "affinity" else "linear"
     labels, W, V, info = bilinear_nmf(data, k, kernel=kernel, init=p.init, n_init=p.n_init, max_iter=p.max_iter,
                                       tol=p.tol, random_state=seed, ncw=p.ncw, return_info=True)
@@ -69,9 +69,9 @@ def binmf_assign_streamed(read_block, bounds, p, k, seed, map_blocks, cluster=No
     The blocks must be K's: with the linear kernel (``src`` is X, K = X X^T never formed) there is no
     streamed path, and X's blocks read as K's would factorise the wrong matrix.
     """
-    from . import bilinear_nmf
-    from ._bilinear import StoredKernel
-    from ._common import UserError
+    from bigclust.nmf import bilinear_nmf
+    from bigclust.nmf._bilinear import StoredKernel
+    from bigclust.nmf._common import UserError
     if src != "affinity":
         raise UserError("bilinear NMF with the linear kernel (K = X X^T, never formed) needs X in memory, and X "
                         "with the factors does not fit max_memory; raise max_memory (out of core, bilinear NMF "
@@ -85,15 +85,15 @@ def binmf_assign_streamed(read_block, bounds, p, k, seed, map_blocks, cluster=No
 
 def kmeans_ncw_assign(X, p, k, seed, cl, src):
     """KM-NCW: k-means restarts on the NCW-weighted documents ``d_i^(-1/2) x_i``, d = X X^T 1."""
-    from ..kmeans import kmeans
-    from . import ncw_vectors
+    from bigclust.algo.kmeans import kmeans
+    from bigclust.nmf import ncw_vectors
     res = kmeans(ncw_vectors(X), k, n_init=cl["n_init"], max_iter=cl["max_iter"], random_state=seed)
     return Assignment(res.labels, res.inertia, int(res.best))
 
 
 def kernel_kmeans_assign(K, p, k, seed, cl, src):
     """Kernel k-means on K (``p.ncw``: on ``D^-1/2 K D^-1/2``), restarts in parallel."""
-    from . import kernel_kmeans, ncw_weights
+    from bigclust.nmf import kernel_kmeans, ncw_weights
     K = K.toarray() if sp.issparse(K) else np.asarray(K, dtype=np.float64)
     if p.ncw:
         w = ncw_weights(K, kernel="precomputed")
@@ -106,7 +106,7 @@ def kernel_kmeans_assign(K, p, k, seed, cl, src):
 
 def kernel_kmeans_assign_streamed(read_block, bounds, p, k, seed, map_blocks, cluster=None, src="affinity"):
     """Kernel k-means on a dense kernel left in the store: one pass over K's row blocks per iteration."""
-    from . import kernel_kmeans_streamed
+    from bigclust.nmf import kernel_kmeans_streamed
     labels, obj, info = kernel_kmeans_streamed(read_block, bounds, k, n_init=cluster["n_init"],
                                                max_iter=cluster["max_iter"], random_state=seed, ncw=p.ncw,
                                                map_blocks=map_blocks, return_info=True)

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import progress
-from ..errors import DataError, UserError
-from . import _ops
-from ._common import NMFInfo, check_int, draw_seeds, seed_indices
-from ._linear import check_bounds, in_process
+from bigclust._util import progress
+from bigclust._util.errors import DataError, UserError
+from bigclust.nmf import _ops
+from bigclust.nmf._common import NMFInfo, check_int, draw_seeds, seed_indices
+from bigclust.nmf._linear import check_bounds, in_process
 
 #: rows and columns compared to check the symmetry of a stored kernel
 N_SYMMETRY_SAMPLES = 16
@@ -68,7 +68,7 @@ def block_columns(read_block, i, r0, r1, n, picks):
 
 def block_sums(read_block, i, r0, r1, n, labels, k, w):
     """``F`` rows ``r0:r1`` of every restart in ``labels`` (r, n) (a task): (b, r k)."""
-    from . import _kkmeans_numba as kern
+    from bigclust.nmf import _kkmeans_numba as kern
 
     K = _read(read_block, i, r0, r1, n)
     out = np.empty((r1 - r0, labels.shape[0] * k))
@@ -95,7 +95,7 @@ def kernel_kmeans_streamed(read_block, block_bounds, n_clusters, *, n_init=10, m
     read_block : callable
         ``read_block(i)`` returns rows ``block_bounds[i]:block_bounds[i+1]`` of
         the symmetric kernel K (n x n) as an ndarray (any float dtype; used as
-        float64).  Picklable (e.g. :class:`bigclust.blocks.RowReader`) to run
+        float64).  Picklable (e.g. :class:`bigclust.algo.blocks.RowReader`) to run
         the blocks as Dask tasks.
     block_bounds : sequence of int
         Increasing row bounds starting at 0; the last one is n.
@@ -112,7 +112,7 @@ def kernel_kmeans_streamed(read_block, block_bounds, n_clusters, *, n_init=10, m
         the validation pass; the weights are applied inside the block kernel).
     map_blocks : callable or None
         ``map_blocks(fn, args_list)`` returns ``fn(*args)`` for each args in
-        order (e.g. :func:`bigclust.blocks.task_mapper`); default: here, one
+        order (e.g. :func:`bigclust.algo.blocks.task_mapper`); default: here, one
         block at a time (one block of K in memory, plus F of every restart).
 
     Returns
@@ -131,10 +131,10 @@ def kernel_kmeans_streamed(read_block, block_bounds, n_clusters, *, n_init=10, m
         Non-finite K, a non-symmetric K (sampled rows against the same
         columns), a block of the wrong shape, or (``ncw``) a degree ``<= 0``.
     """
-    from ..kmeans import _method_code, _warn_empty
-    from . import _degrees_weights
-    from ..kmeans_numba import METHOD_RANDOM
-    from . import _kkmeans_numba as kern
+    from bigclust.algo.kmeans import _method_code, _warn_empty
+    from bigclust.nmf import _degrees_weights
+    from bigclust.algo.kmeans._numba import METHOD_RANDOM
+    from bigclust.nmf import _kkmeans_numba as kern
 
     bounds = check_bounds(block_bounds)
     n = bounds[-1]

@@ -13,8 +13,8 @@ feature-space distance of i to the mean of c is
 import numpy as np
 from numba import prange
 
-from .._jit import njit
-from ..kmeans_numba import METHOD_RANDOM, _d2_draw, _farthest_donor, _next_below, random_distinct
+from bigclust._util.jit import njit
+from bigclust.algo.kmeans._numba import METHOD_RANDOM, _d2_draw, _farthest_donor, _next_below, random_distinct
 
 # -- seeding -----------------------------------------------------------------------------------------
 
@@ -132,7 +132,7 @@ def kk_step(kdiag, F, s, counts, labels, prev, d2):
     Returns ``(changed, objective, n_empty)``: ``objective`` sums the
     distances to the frozen centres.  An empty cluster takes the point
     farthest from its centre among clusters of two or more points (as
-    :func:`bigclust.kmeans_numba._lloyd_one`).
+    :func:`bigclust.algo.kmeans._numba._lloyd_one`).
     """
     n = labels.shape[0]
     k = counts.shape[0]
@@ -182,7 +182,7 @@ def _kk_lloyd_one(K, idx, max_iter, labels):
     """Kernel k-means (Lloyd in feature space) of one restart from the seed points idx (IN (k,)).
 
     labels : OUT int32 (n,).  Returns ``(objective, n_iter, n_empty)``.  The
-    steps, stops and empty-cluster rule are those of :func:`bigclust.kmeans_numba._lloyd_one`:
+    steps, stops and empty-cluster rule are those of :func:`bigclust.algo.kmeans._numba._lloyd_one`:
     the centres are the seed points for the first assignment and the means of
     the clusters afterwards.
     """

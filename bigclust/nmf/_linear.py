@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .. import progress
-from . import _ops
-from ._common import DataError, UserError, as_data, rel_change
+from bigclust._util import progress
+from bigclust.nmf import _ops
+from bigclust.nmf._common import DataError, UserError, as_data, rel_change
 
 
 def objective(xx, cross, GU, GV):
@@ -31,7 +31,7 @@ def objective(xx, cross, GU, GV):
 def run_in_memory(X, XT, U, V, solver, max_iter, tol, xx, bar=None, sweeps=None):
     """Iterate from (U, V) (both INOUT); returns ``(objective history, n_iter, converged)``.
 
-    ``bar``: a progress bar (:mod:`bigclust.progress`) advanced once per iteration;
+    ``bar``: a progress bar (:mod:`bigclust._util.progress`) advanced once per iteration;
     ``sweeps``: HALS sweeps per factor update at most (see :func:`_ops.step`).
     """
     bar = bar if bar is not None else progress.NOBAR

@@ -15,7 +15,7 @@ therefore the same whatever the number of threads.
 import numpy as np
 from numba import prange
 
-from .._jit import njit, prefetch_row
+from bigclust._util.jit import njit, prefetch_row
 
 #: denominators below EPS are replaced by EPS (only 0/0 and underflow ever reach it)
 EPS = 1e-300

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 
 def kern():
-    from . import _numba
+    from bigclust.nmf import _numba
 
     return _numba
 

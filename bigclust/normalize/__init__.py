@@ -19,12 +19,12 @@ import inspect
 
 import scipy.sparse as sp
 
-from ._common import (History, NormalizeConvergenceWarning, NormalizeInfo, check_dense, check_int, check_sparse,
+from bigclust.normalize._common import (History, NormalizeConvergenceWarning, NormalizeInfo, check_dense, check_int, check_sparse,
                       check_tol, labels, storage_dtype)
-from ._multi import mbbs, project_simplex
-from ._quality import quality, quality_from_sums, quality_partial
-from ._scaling import ncut, ra, rc, sinkhorn
-from ..errors import UserError
+from bigclust.normalize._multi import mbbs, project_simplex
+from bigclust.normalize._quality import quality, quality_from_sums, quality_partial
+from bigclust.normalize._scaling import ncut, ra, rc, sinkhorn
+from bigclust._util.errors import UserError
 
 __all__ = ["NormalizeConvergenceWarning", "NormalizeInfo", "bbs", "mbbs", "ncut", "normalize",
            "project_simplex", "quality", "quality_from_sums", "quality_partial", "ra", "rc", "sinkhorn", "SOLVERS",
@@ -111,7 +111,7 @@ def bbs(K, solver="alternating", n_iter=1000, tol=None, *, y=None, record_every=
     if solver == "dual" and tol is None:
         tol = DUAL_TOL
     if sp.issparse(K):
-        from . import _bbs_sparse as impl
+        from bigclust.normalize import _bbs_sparse as impl
 
         Kc, _ = check_sparse(K, "BBS")
         Kc = impl.self_loop_support(Kc, self_loops)
@@ -124,7 +124,7 @@ def bbs(K, solver="alternating", n_iter=1000, tol=None, *, y=None, record_every=
         else:
             G, info = impl.dual(K, Kc, dt, n_iter, tol, hist)
     else:
-        from . import _bbs_dense as impl
+        from bigclust.normalize import _bbs_dense as impl
 
         Kc, _, asym = check_dense(K, "BBS")
         dt = storage_dtype(dtype, Kc.dtype)
@@ -146,7 +146,7 @@ def normalize(K, method, **params):
 
     ``params`` go to the named function unchanged (``y``, ``record_every`` and
     ``return_info`` are accepted by all of them); an unknown method or a
-    parameter the method does not take raises :class:`~bigclust.errors.UserError`.
+    parameter the method does not take raises :class:`~bigclust._util.errors.UserError`.
     """
     try:
         fn = METHODS[method]

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import progress
-from ._common import PARALLEL_MIN_NNZ, NormalizeInfo, csr_kernels, kernels, pcg, warn_not_converged
-from ._newton import newton
+from bigclust._util import progress
+from bigclust.normalize._common import PARALLEL_MIN_NNZ, NormalizeInfo, csr_kernels, kernels, pcg, warn_not_converged
+from bigclust.normalize._newton import newton
 
 #: an active set at most this dense is listed (CSR) for the CG products
 ACTIVE_CSR_FRACTION = 0.3

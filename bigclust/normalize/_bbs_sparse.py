@@ -40,11 +40,11 @@ import warnings
 
 import numpy as np
 
-from ._common import (PARALLEL_MIN_NNZ, NormalizeConvergenceWarning, NormalizeInfo, csr_kernels, like_sparse,
+from bigclust.normalize._common import (PARALLEL_MIN_NNZ, NormalizeConvergenceWarning, NormalizeInfo, csr_kernels, like_sparse,
                       norm2, row_ids, warn_not_converged)
-from ._newton import newton
-from .. import progress
-from ..errors import DataError
+from bigclust.normalize._newton import newton
+from bigclust._util import progress
+from bigclust._util.errors import DataError
 
 
 def self_loop_support(K, mode):

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from ..convergence import ConvergenceWarning
-from ..errors import DataError, UserError
+from bigclust._util.convergence import ConvergenceWarning
+from bigclust._util.errors import DataError, UserError
 
 
 class NormalizeConvergenceWarning(ConvergenceWarning):
@@ -72,14 +72,14 @@ PARALLEL_MIN_NNZ = 1 << 16
 
 def kernels():
     """The dense Numba kernels, imported on first use so ``import bigclust`` stays fast."""
-    from . import _numba as normalize_numba
+    from bigclust.normalize import _numba as normalize_numba
 
     return normalize_numba
 
 
 def csr_kernels():
     """The CSR Numba kernels, imported on first use."""
-    from . import _csr_numba
+    from bigclust.normalize import _csr_numba
 
     return _csr_numba
 

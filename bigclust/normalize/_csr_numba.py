@@ -14,8 +14,8 @@ spin-waits fight for the cores (we measured 20x slow-downs on 2 cores).
 import numpy as np
 from numba import prange
 
-from .._jit import njit
-from ._numba import _pos_shift
+from bigclust._util.jit import njit
+from bigclust.normalize._numba import _pos_shift
 
 #: row ranges per parallel product: cheap to schedule, balanced enough
 _CHUNKS = 64

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DataError, UserError
+from bigclust._util.errors import DataError, UserError
 
 
 def _record(p, y):
@@ -19,29 +19,29 @@ def _record(p, y):
 
 
 def ra_memory(K, p, y):
-    from . import ra
+    from bigclust.normalize import ra
     return ra(K, return_info=True)
 
 
 def ncut_memory(K, p, y):
-    from . import ncut
+    from bigclust.normalize import ncut
     return ncut(K, n_iter=p.n_iter, return_info=True)
 
 
 def sk_memory(K, p, y):
-    from . import sinkhorn
+    from bigclust.normalize import sinkhorn
     return sinkhorn(K, n_iter=p.n_iter, tol=p.tol or None, return_info=True, **_record(p, y))
 
 
 def bbs_memory(K, p, y):
-    from . import bbs
+    from bigclust.normalize import bbs
     return bbs(K, solver=p.solver, n_iter=p.n_iter, tol=p.tol or None, return_info=True, self_loops=p.self_loops,
                **_record(p, y))
 
 
 def mbbs_memory(Ks, p, y):
     """The exact dual BBS as G-step (warm-started); float64 kernels."""
-    from . import mbbs
+    from bigclust.normalize import mbbs
     Ks = [K.astype(np.float64) for K in Ks]
     P, info = mbbs(Ks, lam=p.lam, n_outer=p.n_outer, solver="dual", n_iter=p.n_iter, tol=p.tol, return_info=True)
     return P, info
@@ -56,7 +56,7 @@ def ra_ooc(Ks, group, p, y, max_memory, client):
 
 def ncut_ooc(Ks, group, p, y, max_memory, client):
     """Ncut only scales K: ``diag(d) K diag(d)`` is applied as an operator and never written."""
-    from ..normalize_ooc import blocked_matvec_operator, sinkhorn_blocked
+    from bigclust.normalize.ooc import blocked_matvec_operator, sinkhorn_blocked
     K = Ks[0]
     if p.n_iter == 1:  # D^-1/2 K D^-1/2; K may have negative entries
         deg = blocked_matvec_operator(K, max_memory=max_memory) @ np.ones(K.shape[0])
@@ -68,16 +68,16 @@ def ncut_ooc(Ks, group, p, y, max_memory, client):
 
 
 def sk_ooc(Ks, group, p, y, max_memory, client):
-    from ..blocks import create_like
-    from ..normalize_ooc import sinkhorn_blocked
+    from bigclust.algo.blocks import create_like
+    from bigclust.normalize.ooc import sinkhorn_blocked
     P = create_like(Ks[0], group, "P_scratch")
     info = sinkhorn_blocked(Ks[0], P, n_iter=p.n_iter, tol=p.tol or None, max_memory=max_memory, client=client)
     return P, None, info, {}
 
 
 def bbs_ooc(Ks, group, p, y, max_memory, client):
-    from ..blocks import create_like
-    from ..normalize_ooc import bbs_blocked
+    from bigclust.algo.blocks import create_like
+    from bigclust.normalize.ooc import bbs_blocked
     n = Ks[0].shape[0]
     if p.solver != "alternating":
         raise UserError(f"out-of-core BBS (n={n} does not fit [store] max_memory) supports solver = "
@@ -90,8 +90,8 @@ def bbs_ooc(Ks, group, p, y, max_memory, client):
 
 def mbbs_ooc(Ks, group, p, y, max_memory, client):
     """The m kernels stay in zarr; the G-step is the paper's Alg. 1 streamed (``n_iter`` passes)."""
-    from ..blocks import create_like
-    from ..normalize_ooc import mbbs_blocked
+    from bigclust.algo.blocks import create_like
+    from bigclust.normalize.ooc import mbbs_blocked
     G = create_like(Ks[0], group, "G_scratch", np.float64)
     info = mbbs_blocked(Ks, G, create_like(Ks[0], group, "Kbar_scratch", np.float64), lam=p.lam,
                         n_outer=p.n_outer, n_iter=p.n_iter, tol=p.tol, max_memory=max_memory, client=client)
@@ -99,5 +99,5 @@ def mbbs_ooc(Ks, group, p, y, max_memory, client):
 
 
 def rc_memory(K, p, y):
-    from . import rc
+    from bigclust.normalize import rc
     return rc(K, return_info=True)

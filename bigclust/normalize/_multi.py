@@ -29,11 +29,11 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from . import _bbs_dense, _bbs_sparse
-from ._common import (History, NormalizeInfo, check_dense, check_int, check_sparse, check_tol, kernels,
+from bigclust.normalize import _bbs_dense, _bbs_sparse
+from bigclust.normalize._common import (History, NormalizeInfo, check_dense, check_int, check_sparse, check_tol, kernels,
                       like_sparse)
-from .. import progress
-from ..errors import DataError, UserError
+from bigclust._util import progress
+from bigclust._util.errors import DataError, UserError
 
 
 def project_simplex(v):

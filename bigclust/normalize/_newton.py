@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import progress
-from ._common import norm2
+from bigclust._util import progress
+from bigclust.normalize._common import norm2
 
 
 def newton(evaluate, jacobian, mu, tol, max_iter, hist, class_sums):

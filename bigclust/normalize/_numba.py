@@ -19,7 +19,7 @@ in Python.
 import numpy as np
 from numba import prange
 
-from .._jit import njit
+from bigclust._util.jit import njit
 
 _SUM = {"reassoc"}  # fast-math flags for pure summation leaves only
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._common import csr_kernels, kernels, labels
-from ..errors import DataError
+from bigclust.normalize._common import csr_kernels, kernels, labels
+from bigclust._util.errors import DataError
 
 
 def _partial(P_block, codes, row0):

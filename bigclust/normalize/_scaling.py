@@ -24,10 +24,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._common import (History, NormalizeInfo, check_dense, check_int, check_sparse, check_tol, csr_kernels,
+from bigclust.normalize._common import (History, NormalizeInfo, check_dense, check_int, check_sparse, check_tol, csr_kernels,
                       kernels, labels, like_sparse, row_ids, warn_not_converged)
-from .. import progress
-from ..errors import DataError, UserError
+from bigclust._util import progress
+from bigclust._util.errors import DataError, UserError
 
 
 class _DenseOp:

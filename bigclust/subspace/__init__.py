@@ -26,13 +26,13 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import DataError, UserError
-from .augment import PRESETS, augment_chunks, augment_images, interpolate
-from .dictionary import Dictionary, build_dictionary, knn_dictionary
-from .features import image_features, scattering_features
-from .fold import affinity, fold_back
-from .selfexpr import ConvergenceWarning, self_expression, ssc_lambda
-from .semi import aks_sc, propagate_labels
+from bigclust._util.errors import DataError, UserError
+from bigclust.subspace.augment import PRESETS, augment_chunks, augment_images, interpolate
+from bigclust.subspace.dictionary import Dictionary, build_dictionary, knn_dictionary
+from bigclust.subspace.features import image_features, scattering_features
+from bigclust.subspace.fold import affinity, fold_back
+from bigclust.subspace.selfexpr import ConvergenceWarning, self_expression, ssc_lambda
+from bigclust.subspace.semi import aks_sc, propagate_labels
 
 __all__ = ["ConvergenceWarning", "Dictionary", "PRESETS", "affinity", "aks_sc", "augment", "augment_chunks",
            "augment_images", "build_dictionary", "features_after_augmentation", "fold_back", "image_features",
@@ -155,7 +155,7 @@ def features_after_augmentation(X, X_aug, n_components):
 
     Returns ``(F, F_aug)`` (``F_aug`` None without augmentation), ``n_components`` columns each.
     """
-    from ..preprocess import pca_fit, pca_transform
+    from bigclust.algo.preprocess import pca_fit, pca_transform
     allx = X if X_aug is None else np.vstack([X, X_aug])
     mean, comps = pca_fit(allx, int(n_components))
     F = pca_transform(np.asarray(X, dtype=np.float64), mean, comps)
@@ -170,8 +170,8 @@ def subspace_clustering(X, n_clusters, *, regularizer="l1", n_neighbors=10, augm
     ``W`` from :func:`subspace_affinity`, Ncut normalisation
     ``D^{-1/2} W D^{-1/2}`` (:func:`bigclust.normalize.ncut`), the
     row-normalised top-``n_clusters`` eigenvectors
-    (:func:`bigclust.spectral.embed`) and k-means with ``n_init`` restarts
-    (:func:`bigclust.kmeans.kmeans`, the lowest-inertia restart).
+    (:func:`bigclust.algo.spectral.embed`) and k-means with ``n_init`` restarts
+    (:func:`bigclust.algo.kmeans.kmeans`, the lowest-inertia restart).
 
     Returns
     -------
@@ -181,9 +181,9 @@ def subspace_clustering(X, n_clusters, *, regularizer="l1", n_neighbors=10, augm
     """
     from sklearn.utils import check_random_state
 
-    from ..kmeans import kmeans
-    from ..normalize import ncut
-    from ..spectral import EIGH_MAX_N, check_connected, embed
+    from bigclust.algo.kmeans import kmeans
+    from bigclust.normalize import ncut
+    from bigclust.algo.spectral import EIGH_MAX_N, check_connected, embed
 
     if isinstance(random_state, (int, np.integer)):  # as the pipeline: one seed for augmentation and k-means
         aug_seed = km_seed = int(random_state)

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 def affinity(X, p, seed, knn_method="auto"):
     """``(W, n_iter)``: ``W = |C̄| + |C̄|ᵀ`` of Ak-SC (kNN-SC without augmentation, full SC with
     ``n_neighbors = 0``) and the solver's largest iteration count over the columns (0 for closed forms)."""
-    from . import subspace_affinity
+    from bigclust.subspace import subspace_affinity
     opts = {} if p.lam else {"alpha": p.alpha}
     if p.regularizer == "nuclear" and p.n_neighbors:
         opts["svt_method"] = p.svt
@@ -25,7 +25,7 @@ def affinity(X, p, seed, knn_method="auto"):
 
 def _layout(p):
     """``image_shape`` / ``order`` of ``[aksc] image`` (None: the augmentation preset's)."""
-    from .augment import PRESETS
+    from bigclust.subspace.augment import PRESETS
     if p.image == "auto":
         return {"image_shape": None, "order": None}
     return {"image_shape": PRESETS[p.image]["image_shape"], "order": PRESETS[p.image]["order"]}
@@ -33,7 +33,7 @@ def _layout(p):
 
 def features_of(X, X_aug, p):
     """``[aksc] features`` (pixels or scattering) then ``pca`` of the samples and their augmented copies."""
-    from . import image_features, image_layout
+    from bigclust.subspace import image_features, image_layout
     lay = _layout(p)
     shape, order = image_layout(p.augment, lay["image_shape"], lay["order"])   # "none" / "interpolate": no preset
     return image_features(X, X_aug, p.features, image_shape=shape, order=order, pca=p.pca)
@@ -41,7 +41,7 @@ def features_of(X, X_aug, p):
 
 def ncut_memory(W, p, y):
     """Ncut of W; a sample without any coefficient link gets a unit self-loop (and a warning)."""
-    from ..normalize import ncut
+    from bigclust.normalize import ncut
     deg = np.asarray(W.sum(axis=1)).ravel()
     isolated = deg <= 0
     if isolated.any():

@@ -16,7 +16,7 @@ the stopping tests compare small residuals (strict IEEE arithmetic).
 import numpy as np
 from numba import prange
 
-from .._jit import njit
+from bigclust._util.jit import njit
 
 
 # ----------------------------------------------------------------------------- small dense linear algebra

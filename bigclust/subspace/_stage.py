@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import DataError
-from ..methods import params_dict
-from ..stages import STAGES, StageDef, _fmt, register_stage
-from ..store import Store, read_matrix, write_csr, write_dense
+from bigclust._util.errors import DataError
+from bigclust.pipeline.methods import params_dict
+from bigclust.pipeline.stages import STAGES, StageDef, _fmt, register_stage
+from bigclust.pipeline.store import Store, read_matrix, write_csr, write_dense
 
 
 @dataclass(frozen=True)
@@ -72,9 +72,9 @@ def semi_fit(X, y_known, p, n_classes, seed):
     samples per class, the paper's Table 3 strategy) or ``"none"`` (the -LP
     variants).  Returns ``(labels, info)`` of :func:`bigclust.subspace.aks_sc`.
     """
-    from . import _augment_options, aks_sc, augment_images, interpolate
-    from ._hooks import features_of
-    from .semi import check_semi_labels
+    from bigclust.subspace import _augment_options, aks_sc, augment_images, interpolate
+    from bigclust.subspace._hooks import features_of
+    from bigclust.subspace.semi import check_semi_labels
 
     X = np.asarray(X, dtype=np.float64)
     check_semi_labels(y_known, X.shape[0], n_classes)        # one-line error before any augmentation
@@ -96,7 +96,7 @@ def semi_fit(X, y_known, p, n_classes, seed):
 def semisup(store_path, key, attrs, p: SemiParams, **_):
     """AkS-SC labels of the samples (``labels`` (1, n), int32), F's rows of the samples, the folded
     affinity ``K`` of the last C-step and the run's propagation checks."""
-    from .. import methods
+    from bigclust.pipeline import methods
 
     store = Store(store_path)
     X = read_matrix(store.open(p.src, p.input), "X")
@@ -115,7 +115,7 @@ def semisup(store_path, key, attrs, p: SemiParams, **_):
     extra = {}
     if unl.any() and y.min() >= 0:  # the truth is known (the papers' protocol): error on the unlabelled part too
         extra["err_unlabelled"] = float(np.mean(labels[unl] != y[unl]))
-    from .fold import affinity, fold_back
+    from bigclust.subspace.fold import affinity, fold_back
     W = affinity(fold_back(info["C"], info["dictionary"]))   # the last C-step's graph, as Ak-SC's W
     with store.write("semisup", key, attrs) as g:
         write_csr(g, "K", W)

@@ -42,7 +42,7 @@ import numbers
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ..errors import DataError, UserError
+from bigclust._util.errors import DataError, UserError
 
 #: Paper presets.  COIL-20 images are stored column-major (MATLAB) as 32x32;
 #: MNIST rows are 28x28 C order.

@@ -4,7 +4,7 @@
 
 Prints time, error and NMI of every regulariser x augmentation on COIL-20
 (median and range over seeds 0..repeats-1).  The ADMM throughput is
-``bigclust bench subspace`` (:mod:`bigclust.bench_subspace`).
+``bigclust bench subspace`` (:mod:`bigclust.bench.subspace`).
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import numpy as np
 
 
 def coil20_table(regs=("l1", "l2"), augs=(None, "coil20"), k=10, repeats=3, n_init=20, **solver_options):
-    from ..bench_subspace import load_coil20
-    from ..metrics import error_rate, nmi
-    from . import subspace_clustering
+    from bigclust.bench.subspace import load_coil20
+    from bigclust.algo.metrics import error_rate, nmi
+    from bigclust.subspace import subspace_clustering
 
     X, y = load_coil20()
     subspace_clustering(X[:60], 2, n_neighbors=5, n_init=1, random_state=0)          # compile / load cache

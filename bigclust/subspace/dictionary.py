@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import DataError, UserError
+from bigclust._util.errors import DataError, UserError
 
 #: above this many originals ``method="auto"`` uses pynndescent
 EXACT_MAX_N = 20000
@@ -278,7 +278,7 @@ def _nndescent(dictionary, k, y, lab, random_state, block_bytes):
     """
     from pynndescent import NNDescent
 
-    from ._numba import filter_candidates
+    from bigclust.subspace._numba import filter_candidates
 
     D = dictionary.atoms
     n, N = dictionary.n, D.shape[0]

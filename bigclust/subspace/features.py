@@ -22,7 +22,7 @@ output array at all.  The features of a row do not depend on the chunk it is
 in (kymatio transforms each image separately): chunked = one shot, bit for bit.
 
 kymatio is imported on first use; without it every entry point raises a
-one-line :class:`~bigclust.errors.UserError` naming the extra to install.
+one-line :class:`~bigclust._util.errors.UserError` naming the extra to install.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import numbers
 
 import numpy as np
 
-from ..errors import DataError, UserError
+from bigclust._util.errors import DataError, UserError
 
 #: what to install for features = "scattering"
 EXTRA = "pip install 'bigclust[scattering]'"
@@ -71,7 +71,7 @@ def n_scattering_features(image_shape, J=J_DEFAULT, L=L_DEFAULT):
 
 
 def _check(n_features, image_shape, order, J, L, chunk_rows, normalize):
-    from .augment import image_shape_of
+    from bigclust.subspace.augment import image_shape_of
     shape = image_shape_of(image_shape, n_features, "scattering features")
     if order not in ("C", "F"):
         raise UserError(f"order={order!r} must be 'C' (row-major) or 'F' (column-major, MATLAB)")
@@ -216,7 +216,7 @@ def image_features(X, X_aug, features, *, image_shape=None, order="C", pca=0):
         raise UserError(f"features={features!r} must be one of {', '.join(map(repr, FEATURES))}")
     if features == "pixels":
         if pca:
-            from . import features_after_augmentation
+            from bigclust.subspace import features_after_augmentation
             X, X_aug = features_after_augmentation(X, X_aug, pca)
         return X, X_aug
     if image_shape is None:

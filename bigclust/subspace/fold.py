@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import DataError
+from bigclust._util.errors import DataError
 
 
 def fold_back(C, dictionary):

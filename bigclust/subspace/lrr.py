@@ -50,7 +50,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import UserError
+from bigclust._util.errors import UserError
 
 
 def svt(M, tau, method="exact", rank=None, random_state=0):
@@ -117,12 +117,12 @@ def lrr(Xs, dictionary, neighbors, lam, *, rho=None, rho_max=1e8, eta=1.1, tol=1
         C = sp.csc_matrix(Z)
         info = dict(lam=lam, n_iter=0, converged=True, rank=int(np.count_nonzero(w)))
         return (C, info) if return_info else C
-    from . import _numba
+    from bigclust.subspace import _numba
 
     C, it, conv, keep = lrr_knn(Xs, dictionary.atoms, neighbors, lam, rho=lam if rho is None else rho,
                                 rho_max=rho_max, eta=eta, tol=tol, max_iter=max_iter, svt_method=svt_method,
                                 rank=rank, random_state=random_state, kernels=_numba)
-    from .selfexpr import ConvergenceWarning, _assemble
+    from bigclust.subspace.selfexpr import ConvergenceWarning, _assemble
     if not conv:
         warnings.warn(f"LRR: inexact ALM reached max_iter={max_iter} before tol={tol}", ConvergenceWarning,
                       stacklevel=3)
@@ -140,7 +140,7 @@ def lrr_knn(Xs, D, nb, lam, *, rho, rho_max, eta, tol, max_iter, svt_method="exa
     handled by a third block Z with its own multiplier.
     """
     if kernels is None:
-        from . import _numba as kernels
+        from bigclust.subspace import _numba as kernels
     n, k = nb.shape
     Gs = np.empty((n, k, k))
     bs = np.empty((n, k))

@@ -33,10 +33,10 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from .. import progress
-from ..convergence import ConvergenceWarning as _ConvergenceWarning
-from ..errors import DataError, UserError
-from .dictionary import Dictionary, _unit_rows
+from bigclust._util import progress
+from bigclust._util.convergence import ConvergenceWarning as _ConvergenceWarning
+from bigclust._util.errors import DataError, UserError
+from bigclust.subspace.dictionary import Dictionary, _unit_rows
 
 REGULARIZERS = ("l1", "l2", "nuclear")
 
@@ -56,7 +56,7 @@ class ConvergenceWarning(_ConvergenceWarning):
 
 
 def _kernels():
-    from . import _numba
+    from bigclust.subspace import _numba
     return _numba
 
 
@@ -174,7 +174,7 @@ def self_expression(X, dictionary, neighbors, regularizer="l1", lam=None, *, alp
     Xs = _samples(X, dictionary)
     nb = None if neighbors is None else _check_neighbors(neighbors, dictionary)
     if regularizer == "nuclear":
-        from .lrr import lrr
+        from bigclust.subspace.lrr import lrr
         lam = LAM_NUCLEAR if lam is None else _pos("lam", lam)
         return lrr(Xs, dictionary, nb, lam, rho=rho, max_iter=max_iter, return_info=return_info, **lrr_options)
     if lrr_options:

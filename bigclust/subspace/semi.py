@@ -53,7 +53,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import DataError, UserError
+from bigclust._util.errors import DataError, UserError
 
 
 def laplacian(W):
@@ -208,9 +208,9 @@ def aks_sc(X, y, *, X_aug=None, origin=None, regularizer="l1", n_neighbors=10, l
     labels : ndarray of int64 (n,), ``argmax`` of F's original rows.
     info : dict (F, C, n_outer, history of F changes, propagation checks), with ``return_info``.
     """
-    from .dictionary import atom_labels, build_dictionary, knn_dictionary
-    from .lrr import lrr_knn
-    from .selfexpr import (ALPHA, EPS_ABS, EPS_REL, LAM_L2, LAM_NUCLEAR, MAX_ITER, REGULARIZERS, RHO_L1,
+    from bigclust.subspace.dictionary import atom_labels, build_dictionary, knn_dictionary
+    from bigclust.subspace.lrr import lrr_knn
+    from bigclust.subspace.selfexpr import (ALPHA, EPS_ABS, EPS_REL, LAM_L2, LAM_NUCLEAR, MAX_ITER, REGULARIZERS, RHO_L1,
                            _assemble, _pos, admm_knn, ssc_lambda)
 
     if regularizer not in REGULARIZERS:
@@ -275,7 +275,7 @@ def aks_sc(X, y, *, X_aug=None, origin=None, regularizer="l1", n_neighbors=10, l
         if change <= tol:
             break
     if n_bad:
-        from .selfexpr import ConvergenceWarning
+        from bigclust.subspace.selfexpr import ConvergenceWarning
         budget = alm_max_iter if regularizer == "nuclear" else max_iter
         warnings.warn(f"AkS-SC: {n_bad} C-step solves reached max_iter={budget} before their tolerance",
                       ConvergenceWarning, stacklevel=2)

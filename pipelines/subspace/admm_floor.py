@@ -4,7 +4,7 @@ LAPACK inverse, the iterations, against the plain NumPy loop of `bigclust bench 
     python pipelines/subspace/admm_floor.py
 """
 import time, numpy as np
-from bigclust.bench_subspace import subspace_data, numpy_admm
+from bigclust.bench.subspace import subspace_data, numpy_admm
 from bigclust.subspace import build_dictionary, knn_dictionary, ssc_lambda
 from bigclust.subspace.selfexpr import RELAX, RHO_L1, admm_knn
 from bigclust.subspace import _numba as K

@@ -13,10 +13,10 @@ import warnings
 import numpy as np
 
 from bigclust.datasets.registry import open_dataset
-from bigclust.kmeans import kmeans
-from bigclust.metrics import accuracy
+from bigclust.algo.kmeans import kmeans
+from bigclust.algo.metrics import accuracy
 from bigclust.normalize import ncut
-from bigclust.spectral import embed
+from bigclust.algo.spectral import embed
 from bigclust.subspace import (PRESETS, affinity, augment_images, build_dictionary, features_after_augmentation,
                                fold_back, knn_dictionary, self_expression)
 from bigclust.subspace.features import scattering_features, uncentred_pca

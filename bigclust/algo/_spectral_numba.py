@@ -1,0 +1,35 @@
+"""Numba kernels of :mod:`bigclust.algo.spectral`."""
+import numpy as np
+
+from bigclust._util.jit import njit
+
+
+@njit
+def dense_components(A, labels):
+    """Connected components of the graph of a dense symmetric A's non-zero entries.
+
+    OUT ``labels`` (n,) int64: component of each node (0, 1, ...).  Returns the
+    number of components.  Breadth-first search with a preallocated queue: one
+    read of A, nothing n x n allocated (a CSR of a dense Gaussian K would be
+    12 n^2 bytes).
+    """
+    n = A.shape[0]
+    labels[:] = -1
+    queue = np.empty(n, dtype=np.int64)
+    ncomp = 0
+    for s in range(n):
+        if labels[s] >= 0:
+            continue
+        labels[s] = ncomp
+        head, tail = 0, 1
+        queue[0] = s
+        while head < tail:
+            i = queue[head]
+            head += 1
+            for j in range(n):
+                if labels[j] < 0 and A[i, j] != 0:
+                    labels[j] = ncomp
+                    queue[tail] = j
+                    tail += 1
+        ncomp += 1
+    return ncomp

@@ -1,0 +1,312 @@
+"""Spectral embedding: top-k eigenvectors, rows normalised (Ng, Jordan, Weiss).
+
+For a symmetric similarity P (RA: K; Ncut: D^-1/2 K D^-1/2; SK/BBS: the
+bi-stochastic matrix) the embedding is the k eigenvectors of the largest
+eigenvalues, each row scaled to unit length (paper 000 section III-B).
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+from bigclust._util.errors import UserError
+
+EIGH_MAX_N = 2000  # above this a full dense eigendecomposition costs more than Lanczos
+
+
+def top_eigenvectors(P, k, *, solver="auto", random_state=0):
+    """Eigenvectors of the ``k`` largest (algebraic) eigenvalues of symmetric ``P``.
+
+    Parameters
+    ----------
+    P : ndarray, scipy.sparse matrix or LinearOperator, shape (n, n), symmetric
+        A LinearOperator (e.g. streaming row blocks from zarr) always goes
+        to an iterative solver.
+    k : int
+        Number of eigenvectors, 1 <= k < n.
+    solver : {"auto", "eigh", "eigsh", "components", "lobpcg", "amg"}
+        ``auto``: dense ``eigh`` for n <= 2000 (dense or sparse P),
+        ``components`` for a larger sparse P whose graph is disconnected
+        (ARPACK on the whole matrix misses copies of a repeated eigenvalue;
+        :func:`_by_component` solves each connected block on its own), else
+        ``eigsh`` (ARPACK) with a fallback to ``lobpcg`` when ARPACK does not
+        converge (with a warning).
+        ``amg``: block LOBPCG on ``cI - P`` preconditioned by
+        smoothed-aggregation multigrid (needs pyamg; see :func:`_lobpcg_amg`
+        for why ``auto`` does not choose it).  For a sparse P the iterative
+        solvers run with BLAS on one thread (see :data:`SPARSE_BLAS_THREADS`).
+    random_state : int
+        Seeds the start vector so that runs are reproducible.
+
+    Returns
+    -------
+    values : (k,) ndarray, descending
+    vectors : (n, k) ndarray, columns with a fixed sign (largest-magnitude
+        entry positive) so that the embedding does not depend on the solver's
+        arbitrary sign choice.
+    """
+    from scipy.sparse.linalg import LinearOperator
+
+    n = P.shape[0]
+    if not 1 <= k < n:
+        raise UserError(f"number of eigenvectors k={k} must be between 1 and n-1={n - 1}")
+    if isinstance(P, LinearOperator) and solver in ("auto", "eigh"):
+        solver = "eigsh"  # an operator streaming blocks from disk: never densify it
+    if solver == "auto":
+        solver = auto_solver(P, k)
+    if solver == "eigh":
+        from scipy.linalg import eigh
+        A = P.toarray() if sp.issparse(P) else np.asarray(P, dtype=np.float64)
+        vals, vecs = eigh(A, subset_by_index=[n - k, n - 1])
+    elif sp.issparse(P) and solver in ("eigsh", "components", "lobpcg", "amg"):
+        from threadpoolctl import threadpool_limits
+        with threadpool_limits(SPARSE_BLAS_THREADS, user_api="blas"):
+            vals, vecs = _iterative(P, k, solver, random_state)
+    else:
+        vals, vecs = _iterative(P, k, solver, random_state)
+    order = np.argsort(vals)[::-1]
+    vals, vecs = vals[order], np.asarray(vecs[:, order], dtype=np.float64)
+    idx = np.argmax(np.abs(vecs), axis=0)
+    vecs *= np.sign(vecs[idx, np.arange(vecs.shape[1])])
+    return vals, vecs
+
+
+#: BLAS threads while an iterative solver runs on a sparse P.  The matrix products are scipy's own
+#: (single-threaded) CSR code; BLAS only sees ARPACK's and LOBPCG's small dense steps (dgemv on n x ncv),
+#: where a second OpenBLAS thread costs more in synchronisation than it saves: on MNIST-70k (BBS-dual,
+#: k = 10 eigenvectors, 385 products) eigsh took 1.7 s of CPU with one BLAS thread and 12.9 s with two,
+#: the 17-21 s of issue 13.  Dense P (dgemv on n x n) keeps BLAS's threads, and its bits.
+SPARSE_BLAS_THREADS = 1
+
+
+def _iterative(P, k, solver, random_state):
+    """``(values, vectors)`` (any order) of an iterative solver; see :func:`top_eigenvectors`."""
+    from scipy.sparse.linalg import LinearOperator
+
+    n = P.shape[0]
+    if solver == "eigsh":
+        from scipy.sparse.linalg import ArpackNoConvergence, eigsh
+        v0 = np.random.default_rng(random_state).uniform(0.5, 1.5, n)
+        try:
+            vals, vecs = eigsh(_as_operand(P), k=k, which="LA", v0=v0, tol=1e-10,
+                               maxiter=max(5000, 20 * n))
+        except ArpackNoConvergence:
+            warnings.warn(f"eigsh did not converge for k={k}, n={n}; falling back to lobpcg",
+                          RuntimeWarning, stacklevel=3)
+            vals, vecs = _lobpcg(P, k, random_state)
+    elif solver == "components":
+        if not sp.issparse(P):
+            raise UserError("eigensolver 'components' needs a sparse matrix")
+        vals, vecs = _by_component(P, k, random_state)
+    elif solver == "lobpcg":
+        vals, vecs = _lobpcg(P, k, random_state)
+    elif solver == "amg":
+        if isinstance(P, LinearOperator):
+            raise UserError("eigensolver 'amg' needs the matrix itself, not a streamed operator")
+        if not have_pyamg():
+            raise UserError("eigensolver 'amg' needs pyamg (pip install pyamg)")
+        vals, vecs = _lobpcg_amg(P, k, random_state)
+    else:
+        raise UserError(f"unknown eigensolver {solver!r}; expected auto, eigh, eigsh, components, lobpcg or amg")
+    return vals, vecs
+
+
+def auto_solver(P, k) -> str:
+    """The solver ``solver="auto"`` uses for P (see :func:`top_eigenvectors`)."""
+    from scipy.sparse.linalg import LinearOperator
+
+    n = P.shape[0]
+    if isinstance(P, LinearOperator):
+        return "eigsh"
+    # ARPACK finds one vector per distinct eigenvalue of its Krylov space, so on a disconnected graph
+    # it misses copies of the repeated top eigenvalue (one per component) and the embedding is wrong;
+    # dense eigh is exact up to EIGH_MAX_N; above it each component is solved on its own (block
+    # LOBPCG also finds repeated eigenvalues, but unpreconditioned it ran > 10 min at n = 1M)
+    if n <= EIGH_MAX_N:
+        return "eigh"
+    if sp.issparse(P) and components(P)[0] > 1:
+        return "components"
+    return "eigsh"
+
+
+def _by_component(P, k, random_state):
+    """Top-k eigenpairs of a sparse symmetric P whose graph is disconnected, one component at a time.
+
+    P is block diagonal after sorting the rows by component, so its spectrum
+    is the union of the blocks' spectra and each eigenvector lives on one
+    block.  Single points contribute ``(P_ii, e_i)``, blocks of at most
+    :data:`EIGH_MAX_N` rows (or at most k + 1) dense ``eigh``, larger blocks
+    ARPACK (connected, so it sees every eigenvalue it needs).  The k largest
+    of all candidates are kept; ties go to the lower component number, then
+    to the block's own order, so the choice is deterministic.
+    """
+    P = sp.csr_matrix(P, dtype=np.float64)
+    _, lab = components(P)  # stored zeros are not edges
+    order = np.argsort(lab, kind="stable")
+    off = np.concatenate([[0], np.cumsum(np.bincount(lab))])
+    Pp = P[order][:, order].tocsr()
+    cand_val, cand_comp, cand_rank, cand_vec = [], [], [], []   # per candidate; vectors as (rows, values)
+    single = np.flatnonzero(np.diff(off) == 1)
+    if single.size:  # vectorised: a point alone is an eigenvector with its diagonal entry as eigenvalue
+        rows = off[single]
+        cand_val.append(Pp.diagonal()[rows])
+        cand_comp.append(single)
+        cand_rank.append(np.zeros(single.size, dtype=np.int64))
+        cand_vec.extend((order[r:r + 1], np.ones(1)) for r in rows)
+    for c in np.flatnonzero(np.diff(off) > 1):
+        a, b = off[c], off[c + 1]
+        m, B = b - a, Pp[a:b, a:b]
+        kk = min(k, m)
+        if m <= max(EIGH_MAX_N, k + 1):
+            w, U = np.linalg.eigh(B.toarray())
+            w, U = w[::-1][:kk], U[:, ::-1][:, :kk]
+        else:  # the same ARPACK call (and fallback) as a connected graph gets
+            w, U = _iterative(B, kk, "eigsh", random_state)
+            o = np.argsort(w)[::-1]
+            w, U = w[o], U[:, o]
+        cand_val.append(w)
+        cand_comp.append(np.full(kk, c))
+        cand_rank.append(np.arange(kk))
+        cand_vec.extend((order[a:b], U[:, j]) for j in range(kk))
+    val, comp, rank = (np.concatenate(x) for x in (cand_val, cand_comp, cand_rank))
+    # candidates were appended singles first, then blocks: sort by value, then component, then rank
+    pick = np.lexsort((rank, comp, -val))[:k]
+    vecs = np.zeros((P.shape[0], k))
+    for j, i in enumerate(pick):
+        rows, v = cand_vec[i]
+        vecs[rows, j] = v
+    return val[pick], vecs
+
+
+def _as_operand(P):
+    from scipy.sparse.linalg import LinearOperator
+    if isinstance(P, LinearOperator):
+        return P
+    if sp.issparse(P):
+        return sp.csr_matrix(P, dtype=np.float64)
+    return np.asarray(P, dtype=np.float64)
+
+
+def _lobpcg(P, k, random_state):
+    from scipy.sparse.linalg import lobpcg
+    n = P.shape[0]
+    X0 = np.random.default_rng(random_state).standard_normal((n, k))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        vals, vecs = lobpcg(_as_operand(P), X0, largest=True, tol=1e-8, maxiter=2000)
+    return vals, vecs
+
+
+def have_pyamg() -> bool:
+    """Whether pyamg (the multigrid preconditioner of the ``amg`` eigensolver) can be imported."""
+    import importlib.util
+    return importlib.util.find_spec("pyamg") is not None
+
+
+#: relative residual ``||P v - lambda v|| / c`` below which an ``amg`` eigenpair counts as converged
+AMG_TOL = 1e-7
+
+
+def _lobpcg_amg(P, k, random_state, tol=AMG_TOL, maxiter=400):
+    """Top-k eigenpairs of sparse symmetric P by LOBPCG on ``L = cI - P`` with an AMG preconditioner.
+
+    ``c`` is the largest absolute row sum of P (Gershgorin: every eigenvalue
+    of P is <= c), so L is positive semi-definite and its smallest
+    eigenvectors are P's largest.  For a non-negative P (every normalisation
+    here) L is a diagonally dominant M-matrix -- a graph Laplacian up to a
+    non-negative diagonal -- the case smoothed-aggregation multigrid is built
+    for: one V-cycle approximates ``L^-1`` well on the smooth (low-energy)
+    vectors LOBPCG is after, so the iteration count barely grows with n or
+    with a small spectral gap, where ARPACK's grows like ``1/sqrt(gap)``
+    (scikit-learn's ``eigen_solver="amg"`` is the same idea on the Laplacian).
+    That is the theory; on kNN graphs of high-dimensional data it does not pay:
+    MNIST-70k's kNN graphs are expander-like, the aggregation hierarchy has an
+    operator complexity of about 2, and one V-cycle per block column costs
+    more than the Lanczos products it saves (issue 13, k = 10 eigenvectors,
+    one BLAS thread: 13.9 s of CPU against 1.8 s for ``eigsh`` on the BBS
+    graph, 15.3 s against 2.2 s on SK's).  So ``auto`` does not choose it; it
+    stays for graphs with geometric (mesh-like) structure, where multigrid is
+    at home.
+    The hierarchy is built on ``L + 1e-5 c I`` because L itself is singular
+    when P is stochastic.  The block carries a few more vectors than asked
+    (faster convergence of the last wanted ones); the wanted pairs must reach
+    a relative residual ``tol`` or ARPACK takes over, with a warning.
+    """
+    from pyamg import smoothed_aggregation_solver
+    from scipy.sparse.linalg import lobpcg
+
+    n = P.shape[0]
+    A = sp.csr_matrix(P, dtype=np.float64)
+    c = float(np.abs(A).sum(axis=1).max())
+    L = (sp.identity(n, format="csr") * c - A).tocsr()
+    ml = smoothed_aggregation_solver((L + sp.identity(n, format="csr") * (1e-5 * c)).tocsr(), max_coarse=500)
+    M = ml.aspreconditioner()
+    m = min(n - 1, k + max(2, k // 2))
+    X0 = np.random.default_rng(random_state).standard_normal((n, m))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        lam, V = lobpcg(L, X0, M=M, largest=False, tol=tol * c, maxiter=maxiter)
+    order = np.argsort(lam)[:k]
+    lam, V = lam[order], V[:, order]
+    res = np.linalg.norm(L @ V - V * lam, axis=0) / c
+    if not np.all(res <= 10 * tol):
+        warnings.warn(f"amg eigensolver: residual {res.max():.2g} above {10 * tol:.0e} after {maxiter} iterations "
+                      f"(k={k}, n={n}); falling back to eigsh", RuntimeWarning, stacklevel=3)
+        from scipy.sparse.linalg import eigsh
+        v0 = np.random.default_rng(random_state).uniform(0.5, 1.5, n)
+        return eigsh(A, k=k, which="LA", v0=v0, tol=1e-10, maxiter=max(5000, 20 * n))
+    return c - lam, V
+
+
+def embed(P, k, *, solver="auto", random_state=0):
+    """Row-normalised spectral embedding (n, k) of a symmetric similarity.
+
+    Rows of zero length (isolated points) are left at zero rather than
+    divided by zero; k-means then places them with whichever centre is
+    nearest the origin.
+    """
+    _, V = top_eigenvectors(P, k, solver=solver, random_state=random_state)
+    norms = np.linalg.norm(V, axis=1)
+    nz = norms > 0
+    V[nz] /= norms[nz, None]
+    return V
+
+
+def components(K):
+    """``(n_components, labels)`` of the graph of K's non-zero entries (dense or sparse, symmetric).
+
+    Explicitly stored zeros are not edges (scipy's csgraph would count them:
+    the exact BBS keeps the entries it clips to 0 in K's pattern).
+    """
+    from scipy.sparse.csgraph import connected_components
+    if sp.issparse(K):
+        K = sp.csr_matrix(K)
+        if K.nnz and not np.all(K.data):
+            K = K.copy()
+            K.eliminate_zeros()
+        return connected_components(K, directed=False)
+    from bigclust.algo._spectral_numba import dense_components
+    A = np.asarray(K)
+    if A.dtype not in (np.float32, np.float64):
+        A = A.astype(np.float64)
+    labels = np.empty(A.shape[0], dtype=np.int64)
+    return int(dense_components(np.ascontiguousarray(A), labels)), labels
+
+
+def check_connected(K, what="affinity graph") -> int:
+    """Number of connected components of the graph of ``K``; one warning line when there are several.
+
+    Spectral clustering proceeds on a disconnected graph, but each component
+    adds an eigenvalue at the top of the spectrum, so k-means sees the
+    components before any structure inside them.
+    """
+    ncomp, labels = components(K)
+    if ncomp > 1:
+        sizes = np.bincount(labels)
+        warnings.warn(f"{what} has {ncomp} connected components (largest {int(sizes.max())}, "
+                      f"{int((sizes == 1).sum())} isolated points); clustering goes on, each component adds an "
+                      "eigenvalue at the top of the spectrum (raise n_neighbors or gamma to connect them)",
+                      RuntimeWarning, stacklevel=3)
+    return ncomp

@@ -1,0 +1,205 @@
+"""``bigclust bench knn``: the kNN graph of MNIST, exact blocked search vs approximate libraries.
+
+For every space (the PCA projection, and optionally the raw 784 pixels) and
+every k it measures, in one run: the exact blocked search
+(:func:`bigclust.algo.knn.knn_exact`), pynndescent with today's settings and with
+tuned ones, hnswlib and faiss (HNSW) when installed; the median wall time over
+``repeats`` (every library on all cores), recall@k against the exact graph of the same space, and the ratio
+of every time to pynndescent's measured alongside.  The streamed PCA
+(:func:`bigclust.algo.preprocess.pca_fit`) is timed on its own, and the PCA graph's
+recall against the exact graph of the raw pixels is reported when that is
+measured.  Nothing is asserted: the machine is shared, so the load average is
+recorded and the ratios are the numbers to compare.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import numpy as np
+
+#: approximate searches measured, as (name in the report, library, parameters)
+APPROX_RUNS = (
+    ("pynndescent", "pynndescent", {}),                      # today's settings (the baseline of the ratios)
+    ("pynndescent-tuned", "pynndescent", {"n_trees": 4, "n_iters": 4, "max_candidates": 16}),
+    ("hnswlib", "hnswlib", {}),                             # bigclust.algo.knn.APPROX_PARAMS
+    ("faiss-hnsw", "faiss", {}),
+    ("ivf", "ivf", {}),                                     # bigclust.algo.knn.ivf, default cells and probes
+)
+
+
+def _search(X, k, lib, params):
+    """One approximate search: a library (all cores) or bigclust's IVF (its Numba threads)."""
+    from bigclust.algo.knn import knn_approx
+
+    if lib == "ivf":
+        from bigclust.algo.knn.ivf import knn_ivf
+
+        return knn_ivf(X, k, **params)
+    return knn_approx(X, k, lib, n_jobs=os.cpu_count(), **params)
+
+
+#: CPU seconds (all threads of this process) of the last :func:`_timed` call, median over its repeats
+_last_cpu = [0.0]
+
+
+def _timed(fn, repeats):
+    """(median wall seconds, every wall time, last result) of ``fn()`` over ``repeats`` runs.
+
+    The median CPU time (user + system, every thread) goes to ``_last_cpu``: on a
+    shared machine it moves far less with the load than the wall time.
+    """
+    times, cpu, out = [], [], None
+    for _ in range(max(1, repeats)):
+        t, c = time.perf_counter(), time.process_time()
+        out = fn()
+        times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    _last_cpu[0] = statistics.median(cpu)
+    return statistics.median(times), times, out
+
+
+def _note(res, key):
+    """One progress line on stderr per measurement, so that a run cut short still leaves its numbers."""
+    import sys
+
+    print(f"{key}: {res.get(key + '_seconds')} s, cpu {res.get(key + '_cpu_seconds')} s, "
+          f"recall {res.get(key + '_recall')}", file=sys.stderr, flush=True)
+
+
+def _available(lib):
+    import importlib
+
+    if lib == "ivf":
+        return True
+    try:
+        importlib.import_module(lib)
+        return True
+    except ImportError:
+        return False
+
+
+def _space(X, ks, repeats, exact_repeats, res, tag, runs):
+    """Exact and approximate graphs of X for every k into ``res`` (keys prefixed by ``tag``)."""
+    from bigclust.algo.knn import knn_exact, recall
+
+    # compile every kernel (ours and pynndescent's Numba code) before anything is timed
+    W = X[:min(len(X), 2000)]
+    knn_exact(W, min(ks))
+    for _, lib, params in runs:
+        if _available("faiss" if lib == "faiss" else lib):
+            _search(W, min(ks), lib, params)
+    exact = {}
+    for k in ks:
+        med, times, (ind, _) = _timed(lambda: knn_exact(X, k), exact_repeats)
+        exact[k] = ind
+        res[f"{tag}_k{k}_exact_seconds"], res[f"{tag}_k{k}_exact_times"] = med, times
+        res[f"{tag}_k{k}_exact_cpu_seconds"] = _last_cpu[0]
+        res[f"{tag}_k{k}_exact_recall"] = 1.0
+        _note(res, f"{tag}_k{k}_exact")
+        for name, lib, params in runs:
+            if not _available("faiss" if lib == "faiss" else lib):
+                res[f"{tag}_k{k}_{name}_skipped"] = f"{lib} not installed (pip install 'bigclust[knn]')"
+                continue
+            med, times, (ind_a, _) = _timed(lambda: _search(X, k, lib, params), repeats)
+            res[f"{tag}_k{k}_{name}_seconds"], res[f"{tag}_k{k}_{name}_times"] = med, times
+            res[f"{tag}_k{k}_{name}_cpu_seconds"] = _last_cpu[0]
+            res[f"{tag}_k{k}_{name}_recall"] = recall(ind_a, ind)
+            _note(res, f"{tag}_k{k}_{name}")
+        base = res.get(f"{tag}_k{k}_pynndescent_seconds")
+        for name in ["exact"] + [r[0] for r in runs]:
+            t = res.get(f"{tag}_k{k}_{name}_seconds")
+            if base and t is not None:
+                res[f"{tag}_k{k}_{name}_ratio_vs_pynndescent"] = t / base
+    return exact
+
+
+def bench_knn(n=70000, ks=(10,), pca=50, repeats=3, raw=False, exact_repeats=None, approx=None):
+    """Time the MNIST kNN graph: streamed PCA, then exact vs approximate search per k.
+
+    Parameters
+    ----------
+    n : int
+        First n MNIST images (L2-normalised), random unit vectors without ``$BIGCLUST_DATA``.
+    ks : sequence of int
+        Neighbours per point (the point itself excluded).
+    pca : int
+        Components of the streamed PCA (0: search the raw pixels only).
+    repeats : int
+        Runs per measurement; medians reported.
+    raw : bool
+        Also search the raw 784-d pixels (exact there is ~16x the PCA-50 work).
+    exact_repeats : int or None
+        Runs of the exact search (default ``repeats``; 1 keeps raw-pixel runs short).
+    approx : sequence of str or None
+        Names of :data:`APPROX_RUNS` to measure (None: all; pynndescent is always kept, as the baseline).
+
+    Returns
+    -------
+    dict
+        Machine and load before/after, sizes, ``*_seconds`` medians and their
+        ``*_times``, ``*_recall`` vs exact, ``*_ratio_vs_pynndescent``.
+    """
+    from bigclust.bench.bbs import load_points, machine
+    from bigclust.algo.preprocess import pca_fit, pca_transform
+
+    exact_repeats = repeats if exact_repeats is None else exact_repeats
+    runs = tuple(r for r in APPROX_RUNS if approx is None or r[0] in approx or r[0] == "pynndescent")
+    res = {"machine": machine(), "n": n, "k": list(ks), "pca": pca, "repeats": repeats,
+           "exact_repeats": exact_repeats}
+    t = time.perf_counter()
+    X, _, res["data"] = load_points(n)
+    res["seconds_load"] = time.perf_counter() - t
+    res["d"] = X.shape[1]
+    exact_raw = _space(X, ks, repeats, exact_repeats, res, "raw", runs) if raw or not pca else None
+    if pca:
+        def fit():
+            mean, comps = pca_fit(X, pca)
+            return pca_transform(X, mean, comps)
+
+        res["pca_seconds"], res["pca_times"], Z = _timed(fit, repeats)
+        res["pca_cpu_seconds"] = _last_cpu[0]
+        _note(res, "pca")
+        exact_pca = _space(Z, ks, repeats, exact_repeats, res, f"pca{pca}", runs)
+        for k in ks:
+            res[f"pca{pca}_k{k}_pca_plus_exact_seconds"] = res["pca_seconds"] + res[f"pca{pca}_k{k}_exact_seconds"]
+            if exact_raw is not None:
+                from bigclust.algo.knn import recall
+
+                # how much of the raw-pixel neighbourhood survives the projection
+                res[f"pca{pca}_k{k}_exact_recall_vs_raw_exact"] = recall(exact_pca[k], exact_raw[k])
+    res["load_avg_after"] = [round(v, 2) for v in os.getloadavg()]
+    return res
+
+
+def format_report(res: dict) -> str:
+    """Human-readable lines of :func:`bench_knn`'s dict."""
+    m = res["machine"]
+    lines = [f"machine: {m['cpu']}, {m['logical_cores']} logical cores, {m['ram_gb']} GB, numba threads "
+             f"{m['numba_threads']}; load average {m['load_avg_1min']} before, {res['load_avg_after']} after",
+             f"data: {res['data']}; n={res['n']} d={res['d']}; repeats={res['repeats']} "
+             f"(exact: {res['exact_repeats']}); medians of wall seconds (cpu: all threads of this process)"]
+    if "pca_seconds" in res:
+        lines.append(f"streamed PCA-{res['pca']}: {res['pca_seconds']:.2f} s (cpu {res['pca_cpu_seconds']:.2f} s)")
+    names = ["exact"] + [r[0] for r in APPROX_RUNS]
+    tags = [t for t in ("raw", f"pca{res['pca']}") if any(key.startswith(t + "_") for key in res)]
+    for tag in tags:
+        for k in res["k"]:
+            lines.append(f"{tag}, k={k}:")
+            for name in names:
+                pre = f"{tag}_k{k}_{name}"
+                if f"{pre}_skipped" in res:
+                    lines.append(f"  {name:18s} skipped: {res[pre + '_skipped']}")
+                    continue
+                if f"{pre}_seconds" not in res:
+                    continue
+                ratio = res.get(f"{pre}_ratio_vs_pynndescent")
+                lines.append(f"  {name:18s} {res[pre + '_seconds']:8.2f} s (cpu {res[pre + '_cpu_seconds']:7.2f} s)  "
+                             f"recall@{k} {res[pre + '_recall']:.4f}"
+                             + (f"  x{ratio:.3f} of pynndescent" if ratio is not None else ""))
+            if tag != "raw":
+                lines.append(f"  PCA + exact: {res[f'{tag}_k{k}_pca_plus_exact_seconds']:.2f} s"
+                             + (f"; recall vs exact on raw pixels {res[f'{tag}_k{k}_exact_recall_vs_raw_exact']:.4f}"
+                                if f"{tag}_k{k}_exact_recall_vs_raw_exact" in res else ""))
+    return "\n".join(lines)

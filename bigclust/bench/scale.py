@@ -1,0 +1,343 @@
+"""``bigclust bench scale``: time and peak RSS per stage of the kNN pipeline as n grows, and log-log slopes.
+
+For each size n (prefixes of ``mnist-1m``: the first 70000 rows are MNIST, the
+rest its augmented copies) the pipeline runs in a fresh store: ingest (the n
+rows generated and written) → preprocess (L2, PCA) → kNN affinity → for SK and
+BBS-dual: normalise + eigenvectors (one embed stage; the normalisation's own
+seconds are its ``normalize_seconds``) → mini-batch k-means → report.  Each
+stage is timed by the runner as it runs, and a sampling thread records the
+RSS of this process and of its child processes (the workers of a
+``local-cluster``) while it runs: ``peak_rss_bytes`` is the largest RSS of any
+single process during the stage, ``peak_rss_sum_bytes`` the largest sum.
+Workers of a remote scheduler (``tcp://``) are not children and not sampled.
+
+:func:`fit_slopes` fits ``log seconds = a + slope log n`` per stage by least
+squares; :func:`scale_result` assembles the JSON and :func:`plot` the log-log
+figure.  Timings are medians over ``repeats``.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bigclust.bench.bbs import Sampler, machine
+from bigclust._util.errors import UserError
+
+SIZES = (10_000, 20_000, 35_000, 70_000, 140_000, 280_000, 560_000, 1_000_000)
+#: method tag -> (method name, its section): the two normalisations the issue compares
+METHODS = {"sk": ("sk", {"n_iter": 1000, "tol": 1e-6}), "bbs_dual": ("bbs", {"solver": "dual", "n_iter": 100,
+                                                                              "tol": 1e-6})}
+
+
+def stage_names(tags=tuple(METHODS)) -> tuple:
+    """The stages timed for the method tags: ingest, pca, knn, normalize/eigen/kmeans per method, report."""
+    return ("ingest", "pca", "knn") + tuple(f"{s}_{m}" for m in tags for s in ("normalize", "eigen", "kmeans")) \
+        + ("report",)
+
+
+STAGES = stage_names()
+
+#: the pipeline of pipelines/scale/mnist-1m.toml (a test checks the two agree)
+DEFAULT_CONFIG = {
+    "data": {"name": "mnist-1m", "chunk_rows": 8192},
+    "preprocess": {"l2_normalize": True, "pca": 50},
+    "affinity": {"kind": "knn", "n_neighbors": 10, "gamma": 0.1, "dtype": "float32", "knn_chunk_rows": 8192,
+                 "knn": "ivf"},
+    "method": {"names": ["sk", "bbs"]},
+    "sk": METHODS["sk"][1],
+    "bbs": METHODS["bbs_dual"][1],
+    "embed": {"eigensolver": "auto"},
+    "cluster": {"algorithm": "minibatch", "n_init": 3, "batch_size": 4096, "seed": 0},
+    "dask": {"n_workers": 2},
+    "store": {"max_memory": "4GB"},
+}
+
+
+# -- measuring -----------------------------------------------------------------------------
+
+
+class StagePeaks(Sampler):
+    """RSS of this process and its children sampled every ``interval`` s, peaks kept per stage label."""
+
+    def __init__(self, interval=0.1):
+        import psutil
+
+        super().__init__(interval)
+        self._me = psutil.Process()
+        self.label = None
+        self.peak, self.peak_sum, self.per_process = {}, {}, {}
+
+    def _sample(self):
+        import psutil
+
+        procs = [self._me]
+        try:
+            procs += self._me.children(recursive=True)
+        except psutil.Error:
+            pass
+        rss = []
+        for p in procs:
+            try:
+                r = p.memory_info().rss
+                key = "driver" if p.pid == self._me.pid else f"child {p.pid} {p.name()}"
+            except psutil.Error:
+                continue
+            rss.append(r)
+            self.per_process[key] = max(self.per_process.get(key, 0), r)
+        if self.label is not None and rss:
+            self.peak[self.label] = max(self.peak.get(self.label, 0), max(rss))
+            self.peak_sum[self.label] = max(self.peak_sum.get(self.label, 0), sum(rss))
+
+    def stage(self, label):
+        """Attribute the samples from now on to ``label`` (None: to nothing)."""
+        self._sample()
+        self.label = label
+        if label is not None:
+            self._sample()
+
+
+def _timed_runner(peaks):
+    """A pipeline Runner that records each stage's wall seconds and RSS label (by method tag)."""
+    from bigclust.pipeline.runner import Runner
+
+    class TimedRunner(Runner):
+        tag = ""
+        seconds: dict
+
+        def _stage(self, sd, params, describe="", **runtime):
+            from bigclust.pipeline.stages import stage_key
+            label = {"ingest": "ingest", "preprocess": "pca", "affinity": "knn", "embed": f"embed_{self.tag}",
+                     "cluster": f"kmeans_{self.tag}"}.get(sd.name, sd.name)
+            fresh = not self.store.has(sd.name, stage_key(params))
+            peaks.stage(label if fresh else None)
+            t0 = time.perf_counter()
+            try:
+                return super()._stage(sd, params, describe, **runtime)
+            finally:
+                if fresh:
+                    self.seconds[label] = self.seconds.get(label, 0.0) + time.perf_counter() - t0
+                peaks.stage(None)
+
+    return TimedRunner
+
+
+def _config(base: dict, folder: Path, tags):
+    from bigclust.pipeline.config import from_dict
+
+    raw = {s: dict(v) for s, v in base.items()}
+    raw["store"] = {**raw.get("store", {}), "path": str(folder / "store.zarr")}
+    raw["output"] = {"dir": str(folder / "out"), "plots": False}
+    raw.setdefault("method", {})["names"] = sorted({METHODS[t][0] for t in tags})
+    return from_dict(raw, folder / "bench-scale.toml")
+
+
+def run_size(n, base_config, client, folder: Path, *, tags=tuple(METHODS), root=None, log=None):
+    """One pipeline run on the first n rows of mnist-1m; returns (seconds per stage, peaks, scores)."""
+    from bigclust.report import tables as report
+    from bigclust.datasets import mnist1m
+    from bigclust.pipeline.methods import get as get_method
+    from bigclust.pipeline.runner import instances
+    from bigclust.pipeline.store import Store
+
+    cfg = _config(base_config, folder, tags)
+    store = Store(cfg.resolve(cfg.sections["store"]["path"]), owner={"bench": "scale", "n": n})
+    with StagePeaks() as peaks:
+        runner = _timed_runner(peaks)(cfg, store, client, force=False, log=log or (lambda m: None))
+        runner.seconds = {}
+        runner.source = mnist1m.open_prefix(n, root)
+        runner.trials = []
+        (point,) = list(cfg.points())
+        records, scores = [], {}
+        for tag in tags:
+            name = METHODS[tag][0]
+            runner.tag = tag
+            method = get_method(name)
+            rec, _ = runner.run_instance(method, instances(cfg, [point], method)[0])
+            records.append(rec)
+            scores[tag] = {"acc": rec.get("acc_best_inertia"), "nmi": rec.get("nmi_best_inertia")}
+        peaks.stage("report")
+        t0 = time.perf_counter()
+        report.write(cfg.resolve(cfg.sections["output"]["dir"]), records, cfg, plots=False)
+        runner.seconds["report"] = time.perf_counter() - t0
+        peaks.stage(None)
+    sec = dict(runner.seconds)
+    peak = dict(peaks.peak)
+    for tag in tags:  # the embed stage = normalisation then eigenvectors, one task: split by its own clock
+        key = next(k for (st, k) in runner.done if st == "embed" and runner.done[(st, k)]["params"]["method"]
+                   == METHODS[tag][0])
+        norm = float(runner.done[("embed", key)]["normalize_seconds"])
+        total = sec.pop(f"embed_{tag}", float("nan"))
+        sec[f"normalize_{tag}"], sec[f"eigen_{tag}"] = norm, total - norm
+        pk = peak.pop(f"embed_{tag}", 0)
+        peak[f"normalize_{tag}"] = peak[f"eigen_{tag}"] = pk
+        peaks.peak_sum[f"normalize_{tag}"] = peaks.peak_sum[f"eigen_{tag}"] = peaks.peak_sum.pop(f"embed_{tag}", 0)
+    return sec, peak, dict(peaks.peak_sum), scores, peaks.per_process
+
+
+# -- fitting and the result ----------------------------------------------------------------------
+
+
+def fit_slopes(n, seconds: dict) -> dict:
+    """Least-squares slope of log(seconds) against log(n) per stage (None with fewer than 2 usable sizes).
+
+    ``seconds[stage]`` is a list aligned with ``n``; entries that are missing,
+    not finite or not positive are left out of that stage's fit.
+    """
+    out = {}
+    for stage, ts in seconds.items():
+        pts = [(float(a), float(t)) for a, t in zip(n, ts) if t is not None and np.isfinite(t) and t > 0]
+        if len({a for a, _ in pts}) < 2:
+            out[stage] = None
+            continue
+        x, y = np.log([a for a, _ in pts]), np.log([t for _, t in pts])
+        out[stage] = float(np.polyfit(x, y, 1)[0])
+    return out
+
+
+def scale_result(n, seconds, peak_rss, *, peak_rss_sum=None, extra=None) -> dict:
+    """The JSON of ``bench scale``: ``n``, ``seconds`` / ``peak_rss_bytes`` per stage per size, ``slopes``."""
+    n = [int(a) for a in n]
+    for name, table in (("seconds", seconds), ("peak_rss_bytes", peak_rss)):
+        for stage, vals in table.items():
+            if len(vals) != len(n):
+                raise ValueError(f"{name}[{stage!r}] has {len(vals)} values for {len(n)} sizes")
+    res = {**(extra or {}), "n": n, "seconds": seconds, "peak_rss_bytes": peak_rss,
+           "slopes": fit_slopes(n, seconds)}
+    if peak_rss_sum is not None:
+        res["peak_rss_sum_bytes"] = peak_rss_sum
+    # stages skipped in a resumed run have no time (None / NaN): the total is of the stages that ran
+    res["total_seconds"] = [float(sum(seconds[s][i] for s in seconds
+                                      if seconds[s][i] is not None and np.isfinite(seconds[s][i])))
+                            for i in range(len(n))]
+    return res
+
+
+def plot(res: dict, path):
+    """Log-log figure of seconds per stage against n (and the slope-1 and slope-2 guides)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = np.asarray(res["n"], dtype=float)
+    fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    for stage, ts in res["seconds"].items():
+        t = np.array([np.nan if v is None else v for v in ts], dtype=float)
+        if np.any(t > 0):
+            s = res["slopes"].get(stage)
+            ax.plot(n, t, marker="o", label=f"{stage} (slope {s:.2f})" if s is not None else stage)
+    if len(n) > 1:
+        t0 = np.nanmax([v for ts in res["seconds"].values() for v in ts if v]) / 4
+        for k, style in ((1, ":"), (2, "--")):
+            ax.plot(n, t0 * (n / n[-1]) ** k, style, color="grey", label=f"slope {k}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("n (rows of mnist-1m)")
+    ax.set_ylabel("seconds")
+    ax.set_title(f"bigclust bench scale ({res.get('scheduler') or 'local threads'}, load {res.get('load_avg_1min')})")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def format_scale(res: dict) -> str:
+    """The machine, then seconds and peak RSS (GB) per stage per n, and the slopes, as text."""
+    GB = 1e9
+    head = [f"{k:<24} {v}" for k, v in res.items() if not isinstance(v, (dict, list))]
+    n = res["n"]
+    lines = head + ["", f"{'seconds':<20}" + "".join(f"{a:>10}" for a in n) + f"{'slope':>8}"]
+    for st, ts in res["seconds"].items():
+        s = res["slopes"].get(st)
+        lines.append(f"{st:<20}" + "".join(f"{t:>10.2f}" for t in ts) + (f"{s:>8.2f}" if s is not None else ""))
+    lines.append(f"{'total':<20}" + "".join(f"{t:>10.2f}" for t in res["total_seconds"]))
+    lines += ["", f"{'peak RSS GB (1 proc)':<20}" + "".join(f"{a:>10}" for a in n)]
+    for st, ps in res["peak_rss_bytes"].items():
+        lines.append(f"{st:<20}" + "".join(f"{p / GB:>10.2f}" for p in ps))
+    for a, sc in res.get("scores", {}).items():
+        lines.append(f"scores n={a}: " + ", ".join(f"{m} ACC {v['acc']:.3f} NMI {v['nmi']:.3f}"
+                                                   for m, v in sc.items() if v.get("acc") is not None))
+    return "\n".join(lines)
+
+
+# -- the command -----------------------------------------------------------------------------------
+
+
+def bench_scale(sizes=SIZES, *, methods=tuple(METHODS), repeats=1, scheduler=None, config=None, out="bench-scale",
+                workdir=None, keep=False, log=None):
+    """Run the kNN pipeline at every size; write ``scale.json`` and ``scale.png`` to ``out``; return the JSON.
+
+    ``scale.json`` is rewritten after every size, so a run stopped by a time
+    limit keeps the sizes it finished.
+    """
+    import os
+
+    from bigclust.pipeline.config import load
+    from bigclust.pipeline.scheduler import check_scheduler, dask_client
+
+    if not os.environ.get("BIGCLUST_DATA"):
+        raise UserError("bench scale needs MNIST: set BIGCLUST_DATA to the shared data folder")
+    sizes = sorted({int(s) for s in sizes})
+    tags = tuple(dict.fromkeys(methods))
+    if not tags or any(t not in METHODS for t in tags):
+        raise UserError(f"--methods must be some of {', '.join(METHODS)}, got {', '.join(methods)}")
+    if not sizes or sizes[0] < 100 or sizes[-1] > 1_000_000:
+        raise UserError(f"--sizes must lie between 100 and 1000000 (rows of mnist-1m), got {sizes}")
+    base = DEFAULT_CONFIG
+    if config is not None:
+        base = {s: v for s, v in load(config).sections.items() if s not in ("store", "output", "evaluate")}
+        base["data"] = {"name": "mnist-1m", "chunk_rows": base["data"]["chunk_rows"]}
+    scheduler = scheduler if scheduler is not None else base.get("dask", {}).get("scheduler") or None
+    check_scheduler(scheduler)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    head = {**machine(), "bench": "scale", "repeats": repeats, "scheduler": scheduler or "local threads",
+            "n_workers": base.get("dask", {}).get("n_workers", 1), "config": str(config) if config else "built-in",
+            "knn": {k: base["affinity"][k] for k in ("n_neighbors", "gamma", "knn_chunk_rows")}
+            | {"search": ("ivf, chunked (bigclust.algo.knn.ivf)" if base["affinity"].get("knn") == "ivf"
+                          else "exact, chunked (bigclust.pipeline.stages.knn.neighbors_of_rows)")}
+            | {key: base["affinity"][key] for key in ("knn", "ivf_cells", "ivf_probe") if key in base["affinity"]},
+            "rss_note": "peak_rss_bytes: largest RSS of one process (this one or a local-cluster worker) while the "
+                        "stage ran; normalize_* and eigen_* share the embed stage's peak"}
+    stages = list(stage_names(tags))
+    seconds = {s: [] for s in stages}
+    peak, peak_sum = {s: [] for s in stages}, {s: [] for s in stages}
+    done_n, scores, per_process = [], {}, {}
+    # --workdir with --keep: stores at fixed places, so the same command resumes a killed run (finished
+    # stages are skipped and the kNN stage recomputes only its unfinished chunks); else a fresh folder
+    if workdir is not None and keep:
+        work = Path(workdir)
+        work.mkdir(parents=True, exist_ok=True)
+    else:
+        work = Path(tempfile.mkdtemp(prefix="bigclust-scale-", dir=workdir))
+    try:
+        with dask_client(scheduler, base.get("dask", {}).get("n_workers", 1)) as client:
+            for n in sizes:
+                runs = []
+                for r in range(repeats):
+                    folder = work / f"n{n}-r{r}"
+                    (log or (lambda m: None))(f"bench scale: n={n} repeat {r + 1}/{repeats}")
+                    runs.append(run_size(n, base, client, folder, tags=tags, log=log))
+                    if not keep:
+                        shutil.rmtree(folder, ignore_errors=True)
+                for s in stages:
+                    seconds[s].append(statistics.median(run[0].get(s, float("nan")) for run in runs))
+                    peak[s].append(max(run[1].get(s, 0) for run in runs))
+                    peak_sum[s].append(max(run[2].get(s, 0) for run in runs))
+                scores[n] = runs[0][3]
+                per_process[n] = runs[-1][4]
+                done_n.append(n)
+                res = scale_result(done_n, seconds, peak, peak_rss_sum=peak_sum,
+                                   extra={**head, "load_avg_1min_now": round(os.getloadavg()[0], 2),
+                                          "scores": scores, "per_process_peak_rss_bytes": per_process})
+                (out / "scale.json").write_text(json.dumps(res, indent=1, default=float))
+                plot(res, out / "scale.png")
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return res

@@ -1,0 +1,555 @@
+"""Plan and run a pipeline: one generic loop over each method's chain of stages, sweeps, resume.
+
+The Dask client is :mod:`bigclust.pipeline.scheduler`, the checks made before any work
+:mod:`bigclust.pipeline.checks`, paper 001's subset protocol :mod:`bigclust.pipeline.subsets`.
+
+``run(config)`` validates everything first, then walks the sweep grid.  Each
+(method, parameter point) needs a chain of stage instances
+(ingest → preprocess → affinity → embed → cluster); every instance is keyed by
+a hash of its parameters and its inputs' keys, so one that is already in the
+store is skipped ("resume"), and changing a sweep value recomputes only the
+stages downstream of it.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+import time
+import warnings
+from pathlib import Path
+
+from bigclust._util.version import __version__
+from bigclust.pipeline import stages
+from bigclust.pipeline.checks import (_archive_out_dir, _no_labels, _precheck, check_out_dir, check_sizes, check_writable,
+                     n_distinct_rows)
+from bigclust.pipeline.config import Config, load, stable_hash
+from bigclust._util.errors import DataError, UserError
+from bigclust.pipeline.methods import get as get_method
+from bigclust.pipeline.scheduler import _parse_scheduler, _submit, check_scheduler, dask_client
+from bigclust.pipeline.stages import STAGES, StageDef, hashed, stage_key
+from bigclust._util.plan import format_bytes
+from bigclust.pipeline.store import Store, read_matrix
+from bigclust.pipeline.subsets import _average_trials, _trial_progress, subset_draws
+
+
+def log(msg: str):
+    """Progress on stderr (stdout is kept for the results table / JSON)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+class Runner:
+    """Runs the chain of stages of each method instance against one store.
+
+    One generic loop (:meth:`run_instance`): ingest and preprocess the data
+    of the instance's config point, then for each stage the method chains
+    (:data:`bigclust.pipeline.methods.REGISTRY`), build the stage's parameter
+    dataclasses (:data:`bigclust.pipeline.stages.STAGES`), and run each instance unless
+    its key is already in the store.
+    """
+
+    def __init__(self, cfg: Config, store: Store, client, force: bool, log=log):
+        self.cfg, self.store, self.client, self.force, self.log = cfg, store, client, force, log
+        self.done: dict[tuple[str, str], dict] = {}
+        self.chains: dict[tuple[str, str], list] = {}  # final stage instance -> every instance of its chain
+        self.planned: dict[tuple[str, str], dict] = {}   # dropped instances met while planning (attrs only)
+        self._distinct = {}
+        self.dropped = [0, 0]       # instances dropped during the run and bytes freed ([store] keep = "results")
+        self.dry = False            # plan only: keys of instances in the store, nothing run (_Missing otherwise)
+        self.reuse_dropped = False  # a dropped instance counts as finished (everything after it is)
+        self._any_dropped = any(store.dropped(s, k) for s in DROPPABLE for k in store.stage_keys(s))
+
+    def attrs(self, stage, key) -> dict:
+        """Provenance attributes of an instance this runner ran, skipped or planned."""
+        return self.done[(stage, key)] if (stage, key) in self.done else self.planned[(stage, key)]
+
+    def _stage(self, sd: StageDef, params, describe="", **runtime):
+        """Run stage ``sd`` with ``params`` unless that instance is already in the store; returns its key.
+
+        Stages that need every row run as one task (on a worker when a cluster is attached).
+        """
+        key = stage_key(params)
+        stage = sd.name
+        sk = (stage, key)
+        if self.dry:  # planning: what is in the store (dropped or not), recorded apart from what this run did
+            if sk not in self.done and sk not in self.planned:
+                if not (self.store.has(stage, key) or (not self.force and self.store.dropped(stage, key))):
+                    raise _Missing(stage, key)
+                self.planned[sk] = dict(self.store.open(stage, key, dropped_ok=True).attrs)
+            return key
+        if sk not in self.done and self.reuse_dropped and not self.force and self.store.dropped(stage, key):
+            # its arrays were dropped ([store] keep = "results") but everything it fed is finished:
+            # the chain goes on from its attributes, and nothing reads its arrays
+            if sk not in self.planned or not self.planned[sk].get("_said"):
+                self.log(f"  {stage:<10} {describe}: finished earlier (arrays dropped), skipped")
+            self.planned[sk] = {**dict(self.store.open(stage, key, dropped_ok=True).attrs), "_said": True}
+            return key
+        if (stage, key) not in self.done:
+            attrs = {"params": hashed(params), "config_hash": self.cfg.hash, "config_file": str(self.cfg.path)}
+            if self.store.has(stage, key) and not self.force:
+                self.log(f"  {stage:<10} {describe}: finished earlier, skipped")
+            else:
+                t0 = time.perf_counter()
+                attrs["started"] = time.time()
+                self.log(f"  {stage:<10} {describe}: running")
+                if sd.where(params) == "task":
+                    _submit(self.client, sd.run, str(self.store.path), key, attrs, params, **runtime)
+                else:
+                    sd.run(str(self.store.path), key, attrs, params, client=self.client, **runtime)
+                self.log(f"  {stage:<10} {describe}: done in {time.perf_counter() - t0:.1f} s")
+            self.done[(stage, key)] = dict(self.store.open(stage, key).attrs)
+        return key
+
+    def _n_clusters(self, cl, ia) -> int:
+        """k from ``[cluster]`` (0: the number of classes), checked against n."""
+        k, n = cl["n_clusters"] or ia["n_classes"], ia["n_samples"]
+        if not k:
+            raise UserError(_no_labels(self.cfg))
+        if k < 2 or k > n:
+            raise UserError(f"{self.cfg.path}: [cluster] n_clusters={k} must be between 2 and n={n}"
+                            + ("" if cl["n_clusters"] else " (taken from the number of classes)"))
+        return k
+
+    def _check_distinct(self, pre_key, k):
+        """Refuse data with fewer distinct (preprocessed) rows than clusters; warn when most rows are repeats."""
+        if pre_key not in self._distinct:
+            self._distinct[pre_key] = n_distinct_rows(self.store.open("preprocess", pre_key)["X"])
+        m, n = self._distinct[pre_key]
+        what = "all rows are the same" if m == 1 else f"only {m} of the {n} rows are distinct"
+        if self.source is not None:          # an estimator's array: its words, not the config's
+            where, why, scale = "X", f"n_clusters={k}", "rows equal up to scale count as equal under l2_normalize"
+        else:
+            where, why, scale = (f"{self.cfg.path}: after preprocessing", f"the {k} clusters asked for",
+                                 "rows equal up to scale are equal after [preprocess] l2_normalize")
+        if m < k:
+            raise DataError(f"{where}: {what}, fewer than {why} (zero-variance data, or {scale}); nothing to cluster")
+        if m <= n // 2 and not self._distinct.get((pre_key, "warned")):
+            self._distinct[(pre_key, "warned")] = True
+            warnings.warn(f"{where}: {what}: most rows repeat others ({scale}); clusters and scores are dominated "
+                          "by the repeats", RuntimeWarning, stacklevel=2)
+
+    def data(self, point):
+        """Ingest and preprocess; returns (preprocess key, ingest attrs, labels or None)."""
+        d, pre = point["data"], point["preprocess"]
+        ident = {k: d[k] for k in ("name", "path", "label_column")}
+        if d.get("header", "auto") != "auto":  # left out when auto: stores ingested before keep their keys
+            ident["header"] = d["header"]
+        if self.source is not None:
+            ident = {"array": self.source.info.name}
+        elif d["path"]:
+            p = self.cfg.resolve(d["path"])
+            st = p.stat() if p.exists() else None
+            ident["file"] = [str(p.resolve()), st.st_size if st else None, st.st_mtime_ns if st else None]
+        ing = stages.IngestParams(data=ident, chunk_rows=d["chunk_rows"])
+        source = None
+        if not self.dry and (not self.store.has("ingest", stage_key(ing)) or self.force):
+            source = self.source or stages.open_source(d, self.cfg.path.parent)
+            if self.source is None:  # the shape is known now: check every point before ingesting
+                i = source.info
+                self._check_once(i.n_samples, -1 if i.sparse else i.n_features, i.n_classes, i.sparse)
+        ing_key = self._stage(INGEST, ing, d["name"] or d["path"], source=source)
+        ia = self.attrs("ingest", ing_key)
+        if self.source is None and not self.dry:
+            self._check_once(ia["n_samples"], ia["n_features"], ia["n_classes"], ia["sparse"])
+        text = ia["sparse"] and pre["tfidf"]
+        pp = stages.PreprocessParams(
+            input=ing_key, l2_normalize=pre["l2_normalize"], pca=pre["pca"],
+            tfidf_local=pre["tfidf_local"] if text else None, tfidf_global=pre["tfidf_global"] if text else None,
+            tfidf_normalize=pre["tfidf_normalize"] if text else None, chunk_rows=d["chunk_rows"],
+            standardize=pre["standardize"])
+        pre_key = self._stage(PREPROCESS, pp, _fmt({k: v for k, v in hashed(pp).items() if v is not None and k != "input"}))
+        y = None
+        if ia["has_labels"]:
+            y = read_matrix(self.store.open("ingest", ing_key), "y")
+        self.ingest_key = ing_key
+        return pre_key, ia, y
+
+    source = None  # a data source to ingest instead of the config's [data] (the estimators' arrays)
+    _checked = False
+    _distinct: dict
+
+    def _check_once(self, n, d, n_classes, sparse):
+        """:func:`check_sizes` of every config point, once the data's shape is known (before affinity)."""
+        if not self._checked:
+            check_sizes(self.cfg, list(self.cfg.points()), n, d, n_classes, sparse)
+            self._checked = True
+
+    def run_instance(self, method, group, classes=None):
+        """Run (or resume) the chain of ``method`` for one instance; returns (record, (final stage, key)).
+
+        ``group``: the config points the instance uses (one, or every value
+        of the sweep the method combines).  ``classes``: cluster only the
+        samples of these classes, into as many clusters (the subset protocol).
+        When the store holds dropped instances (``[store] keep = "results"``)
+        the chain is planned first: if its final stage is finished, a dropped
+        kernel on the way is not recomputed.
+        """
+        if self._any_dropped and not self.dry and not self.force:
+            self.dry = True
+            try:
+                final = self._run_instance(method, group, classes)[1]
+                self.reuse_dropped = self.store.has(*final)
+            except _Missing:
+                pass
+            finally:
+                self.dry = False
+        try:
+            return self._run_instance(method, group, classes)
+        finally:
+            self.reuse_dropped = False
+
+    def _run_instance(self, method, group, classes=None):
+        from bigclust.algo.metrics import batch_scores
+
+        point = _with_overrides(group[0], method)
+        group = [_with_overrides(p, method) for p in group]
+        params = method.make(point[method.name])
+        pre_key, ia, y = self.data(point)
+        src, keys, chain = "preprocess", [pre_key], [("preprocess", pre_key)]
+        if classes is not None:
+            sp_ = stages.SubsetParams(input=pre_key, labels=self.ingest_key, classes=tuple(int(c) for c in classes))
+            key = self._stage(STAGES["subset"], sp_, STAGES["subset"].describe(sp_))
+            g = self.store.open("subset", key, dropped_ok=True)  # its y stays when its X is dropped
+            y, ia = read_matrix(g, "y"), {**ia, "n_samples": g.attrs["n_samples"], "n_classes": len(classes)}
+            src, keys = "subset", [key]
+            chain.append(("subset", key))
+        ctx = stages.Context(self.cfg, self.store, method, params, group, ia,
+                             len(classes) if classes is not None else self._n_clusters(point["cluster"], ia))
+        if classes is None and not self.dry:
+            self._check_distinct(pre_key, ctx.k)
+        for name in method.stages(params, point):
+            sd = STAGES[name]
+            plist = sd.build(ctx, src, keys)
+            keys = [self._stage(sd, p, f"{method.name} {sd.describe(p)}".strip() if name != "affinity"
+                                else sd.describe(p), y=y) for p in plist]
+            src = name
+            chain += [(name, k) for k in keys]
+        if self.dry:
+            return None, (src, keys[0])
+        last = self.done[(src, keys[0])]
+        self.chains[(src, keys[0])] = [("ingest", self.ingest_key)] + chain  # for the label files and figures
+        labels = read_matrix(self.store.open(src, keys[0]), "labels")
+        rec = {"method": method.name, "params": _shown(method, params, group), "dataset": ia["dataset"],
+               "n": ia["n_samples"], "k": ctx.k}
+        if ("cluster", "seed") in self.cfg.sweeps:   # trials over seeds: tell their records apart
+            rec["seed"] = point["cluster"]["seed"]
+        for stage, key in chain:
+            for attr in STAGES[stage].report if stage in STAGES else ():
+                if attr in self.attrs(stage, key):
+                    rec[attr] = self.attrs(stage, key)[attr]
+        rec["seconds"] = float(sum(self.attrs(*sk)["seconds"] for sk in dict.fromkeys(chain)))
+        used = [self.attrs(*sk)["gamma_used"] for sk in chain if sk[0] == "affinity"
+                and self.attrs(*sk)["params"].get("gamma") == "median" and "gamma_used" in self.attrs(*sk)]
+        if used:  # gamma = "median": the width it stood for (one per kernel when the method combines several)
+            rec["gamma_used"] = used[0] if len(used) == 1 else used
+        # y is None for unlabelled data ([data] label_column = false, an .npz without y): the record then has
+        # no acc_*/nmi_* keys, and the report shows what needs no labels
+        if y is not None:
+            acc, nmi = batch_scores(y, labels, norm=point["evaluate"]["nmi_norm"])
+            best = last.get("best", 0)
+            rec.update(acc_avg=float(acc.mean()), acc_max=float(acc.max()), nmi_avg=float(nmi.mean()),
+                       nmi_max=float(nmi.max()), acc_best_inertia=float(acc[best]),
+                       nmi_best_inertia=float(nmi[best]))
+        return rec, (src, keys[0])
+
+
+class _Missing(Exception):
+    """Planning (``Runner.dry``) met an instance that is not in the store: nothing after it can be."""
+
+
+#: what ``[store] keep = "results"`` deletes at the end of a run: stage -> arrays (dense kernels; the
+#: subset protocol's copies of the rows).  Their instances keep their attributes (see Store.drop).
+DROPPABLE = {"affinity": ("K",), "subset": ("X",)}
+
+
+def _with_overrides(point, method):
+    """The point with the values the method sets for its own chain (``Method.overrides``)."""
+    if method.overrides is None:
+        return point
+    over = method.overrides(method.make(point[method.name]))
+    if not over:
+        return point
+    return {s: {**v, **over.get(s, {})} for s, v in point.items()}
+
+
+def _shown(method, params, group) -> dict:
+    """The parameters a record is labelled with: the affinity's width(s) and the method's own."""
+    shown = {}
+    a = group[0]["affinity"]
+    if "affinity" in method.stages(params, group[0]):
+        if a["kind"] != "gaussian":
+            shown["kind"] = a["kind"]
+        if method.combine:
+            sec, key = method.combine
+            shown[key + "s"] = [p[sec][key] for p in group]
+        elif a["kind"] in ("gaussian", "knn"):
+            shown["gamma"] = a["gamma"]
+        if a["kind"] == "knn":
+            shown["n_neighbors"] = a["n_neighbors"]
+    shown.update(dataclasses.asdict(params))
+    return shown
+
+
+def instances(cfg: Config, points, method):
+    """The config-point groups of ``method``: one point each, or (``combine``) the points that differ
+    only in the combined sweep key, at least two of them."""
+    if method.combine is None:
+        return [[p] for p in points]
+    sec, key = method.combine
+    groups = {}
+    for point in points:
+        rest = {s: dict(v) for s, v in point.items()}
+        rest[sec].pop(key)
+        groups.setdefault(stable_hash(rest), []).append(point)
+    if any(len(g) < 2 for g in groups.values()):
+        raise UserError(f"{cfg.path}: {method.name} combines the values of a [{sec}] {key} sweep: give "
+                        f"[{sec}] {key} as a list of at least two values")
+    return list(groups.values())
+
+
+def _ingest_with_progress(store_path, key, attrs, p, *, source, **_):
+    from bigclust._util.progress import bar as progress_bar
+    with progress_bar(source.info.n_samples, f"ingest {source.info.name}", "rows") as bar:
+        stages.ingest(store_path, key, attrs, p, source=source, progress=bar.update)
+
+
+# ingest and preprocess start every chain; the Runner builds their parameters from [data] / [preprocess]
+INGEST = StageDef("ingest", None, _ingest_with_progress, "X")
+PREPROCESS = StageDef("preprocess", None, stages.preprocess, "X")
+
+
+def _fmt(params: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items() if k != "in")
+
+
+@contextlib.contextmanager
+def _naming(path):
+    """Re-raise a :class:`UserError` as the same class with ``"<config>: "`` in front, unless it names it."""
+    try:
+        yield
+    except UserError as e:
+        if str(e).startswith(str(path)):
+            raise
+        raise type(e)(f"{path}: {e}") from None
+
+
+def run(config_path, *, scheduler: str | None = None, out: str | None = None, force: bool = False,
+        replace: bool = False, store: str | None = None):
+    """Run the pipeline described by a config file.
+
+    Parameters
+    ----------
+    config_path : str or Path
+    scheduler : str, optional
+        Overrides ``[dask] scheduler`` (e.g. ``tcp://HOST:PORT``).
+    out : str, optional
+        Overrides ``[output] dir``.
+    store : str, optional
+        Overrides ``[store] path``.
+    force : bool
+        Recompute finished stages; implies ``replace``.
+    replace : bool
+        Write into an output folder that holds another run's results (e.g.
+        after a value was added to a sweep): its files are moved to a
+        ``replaced-*`` subfolder, not deleted; finished stages are reused.
+
+    Returns
+    -------
+    list of dict
+        One record per (method, parameter setting); also written to the
+        output folder as ``results.{json,csv,md}``.
+    """
+    from bigclust.report import labels as labels_out
+    from bigclust.report import tables as report
+
+    cfg = load(config_path)
+    with _naming(cfg.path):     # every refusal before any work names the config it is about
+        out_dir = Path(out) if out else cfg.resolve(cfg.sections["output"]["dir"])
+        store_path = Path(store) if store else cfg.resolve(cfg.sections["store"]["path"])
+        check_writable(out_dir, "output folder")
+        check_writable(store_path, "store")
+        replace = replace or force
+        check_out_dir(out_dir, cfg, replace)
+        points = list(cfg.points())
+        for point in points:  # sizes known from the registry are checked before any work
+            _precheck(cfg, point)
+        grouped = {m: instances(cfg, points, get_method(m)) for m in cfg.methods}  # refused before any work
+        dk = cfg.sections["dask"]
+        scheduler = scheduler if scheduler is not None else dk["scheduler"]
+        check_scheduler(scheduler)
+        store = Store(store_path, owner=_owner(cfg), force=force)
+    log(f"bigclust {__version__}: {cfg.path}: {len(points)} sweep point(s) x {len(cfg.methods)} method(s), "
+        f"store {store.path}")
+    t0 = time.perf_counter()
+    with dask_client(scheduler, dk["n_workers"], probe=False) as client:
+        runner = Runner(cfg, store, client, force)
+        with _naming(cfg.path):   # an error met while running names the config too, as the checks before do
+            records, finals = execute(runner, points, grouped)
+    seed = points[0]["cluster"]["seed"]
+    picks = labels_out.collect(store, records, finals, runner.chains, seed=seed)  # adds restart_picked, ...
+    if replace and out_dir.exists():
+        _archive_out_dir(out_dir)
+    report.write(out_dir, records, cfg, plots=cfg.sections["output"]["plots"], trials=runner.trials, picks=picks,
+                 store=store)
+    if runner.trials and cfg.sections["output"]["plots"]:
+        log("[output] plots: the subset protocol writes no figures and no label files (a labelling per subset); "
+            "trials.csv has every subset's scores")
+    from bigclust.pipeline.clean import drop_intermediates, summary_line
+    if cfg.sections["store"]["keep"] == "results":
+        n_dropped, freed = drop_intermediates(store, runner.done, DROPPABLE)
+        n_dropped, freed = n_dropped + runner.dropped[0], freed + runner.dropped[1]
+        if n_dropped:
+            log(f"[store] keep = \"results\": dropped the arrays of {n_dropped} dense kernel(s) / row copies "
+                f"({format_bytes(freed)}); a re-run recomputes them only where a result is missing")
+    log(summary_line(store))
+    log(f"done in {time.perf_counter() - t0:.1f} s; results in {out_dir}")
+    print(report.subset_tables(records) if runner.trials else report.markdown_table(records))
+    return records
+
+
+def execute(runner: Runner, points, grouped):
+    """Every method instance of the sweep, in config order; returns (records, their final stages).
+
+    Single-point methods run point by point; a method that combines a sweep
+    runs once per group afterwards.  An instance whose final stage another
+    already reported (K-means on X does not depend on γ) is reported once.
+    Under ``[evaluate] protocol = "subsets"`` every instance runs on every
+    drawn subset of classes and the records are averages per subset size
+    (the per-subset records are in ``runner.trials``).
+    """
+    units = run_units(points, grouped)
+    ev = points[0]["evaluate"]
+    draws = subset_draws(runner, points[0]) if ev["protocol"] == "subsets" else [(None, None, None)]
+    runner.trials = []
+    if draws[0][2] is not None and runner.cfg.sections["store"]["keep"] == "results":
+        per_unit = _subsets_outer(runner, units, draws)
+    else:
+        per_unit, last = [], None
+        for method, group in units:
+            if group[0] is not last and method.combine is None:
+                last = group[0]
+                i = next(j for j, p in enumerate(points) if p is last)
+                runner.log(f"[{i + 1}/{len(points)}] " + (_fmt({f"{s}.{k}": last[s][k] for s, k in runner.cfg.sweeps})
+                                                           or "(no sweep)"))
+            trials = []
+            with _trial_progress(runner, method.name, len(draws)) as tick:
+                for k, trial, classes in draws:
+                    trials.append(_trial(runner, method, group, k, trial, classes))
+                    tick()
+            per_unit.append(trials)
+    records, finals = [], []
+    for trials in per_unit:
+        if draws[0][2] is None:
+            rec, final = trials[0]
+        else:
+            rec, final = _average_trials([r for r, _ in trials]), tuple(f for _, f in trials)
+        if final not in finals:
+            records.append(rec)
+            finals.append(final)
+            runner.trials += [r for r, _ in trials] if draws[0][2] is not None else []
+    return records, finals
+
+
+def _trial(runner, method, group, k, trial, classes):
+    """(record, final stage) of one method instance on one subset of classes (``classes`` None: all data)."""
+    rec, final = runner.run_instance(method, group, classes)
+    if classes is not None:
+        rec.update(subset_size=k, trial=trial, classes=list(classes))
+    return rec, final
+
+
+def _subsets_outer(runner, units, draws):
+    """The subset protocol under ``[store] keep = "results"``: every method on one subset, then that subset's
+    dense kernels and row copies are dropped (:data:`DROPPABLE`).  The store then holds one subset's kernels
+    at a time instead of all of them (20 Newsgroups at 50 subsets per k: 34.5 GB of linear kernels).  Each
+    instance depends only on its own parameters, so the results are those of the method-by-method order;
+    an instance a later subset meets again (the same classes drawn twice) is finished with everything
+    after it, so nothing reads a dropped array.  Returns the (record, final) pairs per unit, in draw order.
+    """
+    from bigclust.pipeline.clean import drop_intermediates
+
+    per_unit = [[] for _ in units]
+    with _trial_progress(runner, f"{len(units)} method instance(s), each subset's kernels dropped after them",
+                         len(draws)) as tick:
+        for k, trial, classes in draws:
+            before = len(runner.done)
+            for trials, (method, group) in zip(per_unit, units):
+                trials.append(_trial(runner, method, group, k, trial, classes))
+            n, freed = drop_intermediates(runner.store, list(runner.done)[before:], DROPPABLE)
+            runner.dropped[0] += n
+            runner.dropped[1] += freed
+            tick()
+    return per_unit
+
+
+def run_units(points, grouped):
+    """``(method, group of points)`` in run order: single-point methods point by point, then combining ones."""
+    units = [(get_method(m), [p]) for p in points for m in grouped if get_method(m).combine is None]
+    units += [(get_method(m), g) for m in grouped if get_method(m).combine is not None for g in grouped[m]]
+    return units
+
+
+def _owner(cfg: Config) -> dict:
+    d = cfg.sections["data"]
+    return {"name": d["name"], "path": str(cfg.resolve(d["path"]).resolve()) if d["path"] else None}
+
+
+def validate(config_path) -> Config:
+    """Only check a config (``bigclust pipeline validate``); raises ConfigError/UserError.
+
+    Everything that does not need the data's values: keys, ranges, seeds, the
+    memory budget, sizes of registered data sets, the data file is readable,
+    the store and output folders can be written.  Creates nothing.
+    """
+    cfg = load(config_path)
+    for point in cfg.points():
+        _precheck(cfg, point)
+    for m in cfg.methods:
+        instances(cfg, list(cfg.points()), get_method(m))
+    check_writable(cfg.resolve(cfg.sections["store"]["path"]), "store")
+    check_writable(cfg.resolve(cfg.sections["output"]["dir"]), "output folder")
+    sched = cfg.sections["dask"]["scheduler"]
+    if sched and sched not in ("synchronous", "local-cluster"):
+        _parse_scheduler(sched, "[dask] scheduler")  # its form only: validate connects to nothing
+    return cfg
+
+
+def ingest_to_store(name, root, store_path, *, chunk_rows=4096, force=False):
+    """``bigclust data ingest``: the pipeline's ingest stage on its own.
+
+    The stage key is the one a pipeline with ``[data] name = NAME`` computes,
+    so a later ``pipeline run`` on this store skips the ingest.  ``force``:
+    use a store made for other data (its stages stay) and ingest again.
+    """
+    from pathlib import Path
+
+    data = {"name": name, "path": None, "root": str(root) if root else None, "label_column": -1}
+    check_writable(Path(store_path), "store")
+    source = stages.open_source(data, Path.cwd())
+    store = Store(store_path, owner={"name": name, "path": None}, force=force)
+    params = stages.IngestParams(data={"name": name, "path": None, "label_column": -1}, chunk_rows=chunk_rows)
+    key = stage_key(params)
+    if store.has("ingest", key) and not force:
+        log(f"{name}: already in {store_path}, skipped")
+    else:
+        _ingest_with_progress(str(store.path), key, {"params": hashed(params)}, params, source=source)
+    a = store.open("ingest", key).attrs
+    return a["n_samples"], a["n_features"]
+
+
+def store_info(store_path) -> dict:
+    """``bigclust data info``: what the data in a store look like, and which stages it holds."""
+    store = Store(store_path)
+    keys = store.stage_keys("ingest")
+    if not keys:
+        raise UserError(f"store {store_path} holds no ingested data")
+    g = store.open("ingest", keys[0])
+    a = g.attrs
+    X = g["X"]
+    dtype = str(X["data"].dtype if a["sparse"] else X.dtype)
+    info = {"dataset": a["dataset"], "n_samples": a["n_samples"], "n_features": a["n_features"],
+            "n_classes": a["n_classes"], "dtype": dtype, "sparse": a["sparse"]}
+    if a["sparse"]:
+        info["nnz"] = int(X["data"].shape[0])
+    info["stages"] = {s: len(store.stage_keys(s)) for s in ("ingest", "preprocess", "affinity", "embed", "cluster")}
+    return info

@@ -1,0 +1,211 @@
+"""The Dask side of a run: the client's lifecycle, the scheduler checked before any work, stages as tasks.
+
+A scheduler address is checked before anything is computed (a TCP connect, a
+bounded handshake and an ``identity`` request): nothing listening, a service
+that is not a Dask scheduler, or an address without a port is one line.  A
+stage that needs every row runs as one task (:func:`submit`); warnings it
+raises on a worker are recorded there and re-emitted on the client, and a
+scheduler lost mid-run is one line saying that the same command resumes.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+
+from bigclust._util.errors import UserError
+
+
+@contextlib.contextmanager
+def keep_environ():
+    """Give ``os.environ`` back as it was: a ``dask.distributed`` Nanny sets its workers' ``OMP_NUM_THREADS=1``
+    (and MKL's, OpenBLAS's) in the process that starts it and leaves them there (dask/distributed#6749), which
+    would make every later subprocess of ours run single-threaded and compute other last bits."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        for k in set(os.environ) - set(saved):
+            del os.environ[k]
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def dask_client(scheduler: str | None, n_workers: int = 1, probe: bool = True):
+    """The Dask context for a run.
+
+    ``""``/``None``: Dask's local threaded scheduler in this process;
+    ``"synchronous"``: everything in the calling thread (debugging);
+    ``"local-cluster"``: a ``LocalCluster`` of ``n_workers`` processes for the
+    run's lifetime; ``tcp://HOST:PORT``: an existing ``dask.distributed``
+    scheduler (checked first, within :data:`SCHEDULER_TIMEOUT` seconds, unless
+    ``probe`` is false: :func:`check_scheduler`).  Yields the distributed
+    ``Client`` or ``None``.  A scheduler lost mid-run is one UserError line.
+    """
+    import dask
+
+    if not scheduler:
+        with dask.config.set(scheduler="threads"):
+            yield None
+        return
+    if scheduler == "synchronous":
+        with dask.config.set(scheduler="synchronous"):
+            yield None
+        return
+    from distributed import Client, LocalCluster
+
+    if scheduler == "local-cluster":
+        with keep_environ(), LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                          dashboard_address=None) as cluster, Client(cluster) as client:
+            yield client
+        return
+    timeout = f"{SCHEDULER_TIMEOUT:g}s"
+    if probe:
+        _probe_scheduler(scheduler, SCHEDULER_TIMEOUT)
+    try:
+        with dask.config.set({"distributed.comm.timeouts.connect": timeout}):
+            client = Client(scheduler, timeout=timeout)
+    except (OSError, TimeoutError) as e:
+        raise UserError(f"cannot connect to Dask scheduler {scheduler}: {e}") from None
+    with client:
+        try:
+            yield client
+        except _lost_scheduler_errors() as e:
+            raise UserError(f"lost the Dask scheduler {scheduler} mid-run ({type(e).__name__}: "
+                            f"{str(e).splitlines()[0] if str(e) else 'no message'}); finished stages are kept "
+                            "in the store: running the same command again resumes") from None
+
+
+#: seconds to wait for a Dask scheduler to connect and answer its handshake
+SCHEDULER_TIMEOUT = 10.0
+
+
+def _lost_scheduler_errors() -> tuple:
+    """What a client raises when its scheduler goes away (cancelled futures, closed comms)."""
+    import asyncio
+
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+    return (FutureCancelledError, CommClosedError, asyncio.CancelledError)
+
+
+def check_scheduler(address: str | None):
+    """Before any work: an address that is not one, or no Dask scheduler answering there, is one line."""
+    if address and address not in ("synchronous", "local-cluster"):
+        _probe_scheduler(address, SCHEDULER_TIMEOUT)
+
+
+def _parse_scheduler(address: str, where: str = "--scheduler or [dask] scheduler"):
+    """``(scheme, host, port)`` of a scheduler address; one line (naming ``where`` it was set) when it is not one."""
+    from distributed.comm.addressing import parse_address
+    try:
+        scheme, loc = parse_address(address, strict=True)
+        host, _, port = loc.rpartition(":")
+        if scheme in ("tcp", "tls", "ws", "wss") and (not host or not port.isdigit()):
+            raise ValueError(f"missing port number in {address!r}")
+    except ValueError as e:
+        raise UserError(f"scheduler {address!r} ({where}) is not an address: expected "
+                        f"tcp://HOST:PORT, 'local-cluster' or 'synchronous' ({e})") from None
+    return scheme, host, port
+
+
+def _probe_scheduler(address: str, timeout: float):
+    """One line, within ``timeout`` seconds, unless a Dask scheduler answers at ``address``.
+
+    ``distributed.Client`` bounds the TCP connect by its timeout but not the
+    handshake that follows, so a port where something else listens (a silent
+    socket, a web server) would hang it forever.  Here the connect, the
+    handshake and an ``identity`` request are bounded together.
+    """
+    import asyncio
+
+    from distributed.comm import connect
+
+    scheme, host, port = _parse_scheduler(address)
+
+    if scheme in ("tcp", "tls", "ws", "wss"):  # is anything there at all? (refused at once, or unreachable)
+        import socket
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+        except OSError as e:
+            why = "timed out" if isinstance(e, TimeoutError) else (e.strerror or type(e).__name__)
+            raise UserError(f"cannot connect to Dask scheduler {address}: {why} "
+                            "(is it running? is the address right?)") from None
+
+    async def identity():
+        comm = await connect(address, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    def probe():  # in a thread of its own: asyncio.run cannot start inside a running loop (Jupyter)
+        return asyncio.run(asyncio.wait_for(identity(), timeout))
+
+    from concurrent.futures import ThreadPoolExecutor
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            ident = pool.submit(probe).result()
+    except (asyncio.TimeoutError, TimeoutError):
+        raise UserError(f"no Dask scheduler at {address}: something accepts connections there "
+                        f"({_what_listens(host, port) if scheme == 'tcp' else 'unknown'}) but did not answer the "
+                        f"Dask handshake within {timeout:g} s") from None
+    except Exception as e:  # closed mid-handshake, or bytes that do not deserialise: not a Dask peer
+        raise UserError(f"no Dask scheduler at {address}: something listens there "
+                        f"({_what_listens(host, port) if scheme == 'tcp' else 'unknown'}) but it does not speak "
+                        f"the Dask protocol ({type(e).__name__})") from None
+    if not isinstance(ident, dict) or ident.get("type") != "Scheduler":
+        kind = ident.get("type") if isinstance(ident, dict) else type(ident).__name__
+        raise UserError(f"no Dask scheduler at {address}: a Dask {kind} answers there, not a scheduler")
+
+
+def _what_listens(host, port) -> str:
+    """A guess at the service on ``host:port``: does it answer an HTTP request? (2 s at most)"""
+    import socket
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=2) as s:
+            s.sendall(b"HEAD / HTTP/1.0\r\n\r\n")
+            head = s.recv(64)
+    except OSError:
+        return "it does not answer an HTTP request either"
+    if head.startswith(b"HTTP/"):
+        return "an HTTP server: " + head.split(b"\r\n")[0].decode("latin-1")
+    return "it answers neither Dask nor HTTP" if head else "it does not answer an HTTP request either"
+
+
+def _run_recording_warnings(fn, *args, **kwargs):
+    """Run ``fn`` (on a worker) and return ``(result, warnings raised)`` so the client can show them."""
+    import warnings
+
+    from bigclust._util.progress import disabled
+    with warnings.catch_warnings(record=True) as caught, disabled():  # a worker's stderr is nobody's terminal
+        warnings.simplefilter("always")
+        out = fn(*args, **kwargs)
+    return out, [(w.message, w.category, w.filename, w.lineno) for w in caught]
+
+
+def _reemit(caught):
+    """Warnings recorded on a worker, warned again here once each (the CLI shows each as one line)."""
+    import warnings
+    seen = set()
+    for message, category, filename, lineno in caught:
+        text = str(message)
+        if (text, category) in seen:
+            continue
+        seen.add((text, category))
+        warnings.warn_explicit(message if isinstance(message, Warning) else text, category, filename, lineno)
+
+
+def _submit(client, fn, *args, **kwargs):
+    """Run one in-memory stage: on a worker when a cluster is attached, else here.
+
+    Warnings the stage raises on the worker (a solver short of its tolerance,
+    a disconnected graph) are sent back and warned again here.
+    """
+    if client is None:
+        return fn(*args, **kwargs)
+    from bigclust._util.progress import gather
+    fut = client.submit(_run_recording_warnings, fn, *args, **kwargs, pure=False)
+    out, caught = gather(client, [fut], f"{getattr(fn, '__name__', 'stage')} on the cluster")[0]
+    _reemit(caught)
+    return out

@@ -1,0 +1,177 @@
+"""The stages that bring data in: ingest (stream a source into the store), preprocess, and the subset of
+a few classes (paper 001's protocol).  Their parameter dataclasses and registration are in :mod:`bigclust.pipeline.stages`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+
+from bigclust._util.errors import DataError
+from bigclust.pipeline.store import Store, is_sparse, read_matrix, write_csr, write_dense
+
+if TYPE_CHECKING:
+    from bigclust.pipeline.stages import IngestParams, PreprocessParams, SubsetParams
+
+
+# -- ingest ---------------------------------------------------------------------
+
+
+def open_source(data: dict, base):
+    """The data source named by a ``[data]`` section (``base``: folder for relative paths)."""
+    from pathlib import Path
+
+    from bigclust.datasets import open_dataset, open_file
+
+    if data.get("name"):
+        root = data.get("root")
+        if root is not None and not Path(root).is_absolute():
+            root = Path(base) / root
+        return open_dataset(data["name"], root)
+    p = Path(data["path"])
+    p = p if p.is_absolute() else Path(base) / p
+    return open_file(p, label_column=data.get("label_column", -1), header=data.get("header", "auto"))
+
+
+def _check_finite(X, row0, name):
+    vals = X.data if sp.issparse(X) else X
+    bad = ~np.isfinite(vals)
+    if bad.any():
+        if sp.issparse(X):
+            row = int(np.searchsorted(X.indptr, np.flatnonzero(bad)[0], side="right") - 1)
+        else:
+            row = int(np.flatnonzero(bad.any(axis=1))[0])
+        raise DataError(f"data set {name!r} has NaN or inf values (first in row {row0 + row})")
+
+
+def ingest(store_path, key, attrs, p: IngestParams, *, source, progress=None, **_):
+    """Stream ``source`` in row chunks into ``stages/ingest/<key>`` (arrays X, y; plus the per-row
+    arrays of a source with ``row_extras``, e.g. mnist-1m's ``origin``).
+
+    Dense X is appended chunk by chunk to a row-chunked zarr array, so the
+    raw file is never in memory as a whole where its reader streams.  Sparse
+    (text) X is stored as CSR parts.
+    """
+    store = Store(store_path)
+    info, chunk_rows = source.info, p.chunk_rows
+    with store.write("ingest", key, attrs) as g:
+        n_done = 0
+        ys, sparse_parts = [], []
+        X_arr = None
+        extras = getattr(source, "row_extras", None)
+        for Xc, yc in source.iter_chunks(chunk_rows):
+            _check_finite(Xc, n_done, info.name)
+            if sp.issparse(Xc):
+                sparse_parts.append(sp.csr_matrix(Xc, dtype=np.float32))
+            else:
+                Xc = np.asarray(Xc, dtype=np.float32)
+                if X_arr is None:
+                    X_arr = g.create_array("X", shape=(0, Xc.shape[1]),  # a chunk is never longer than the data
+                                           chunks=(max(1, min(chunk_rows, info.n_samples)), Xc.shape[1]),
+                                           dtype=np.float32, fill_value=0)
+                X_arr.resize((n_done + Xc.shape[0], Xc.shape[1]))
+                X_arr[n_done:n_done + Xc.shape[0]] = Xc
+            ys.append(np.asarray(yc, dtype=np.int64))
+            if extras is not None:  # per-row arrays a generated source adds (mnist-1m: origin)
+                for name, arr in extras(n_done, n_done + Xc.shape[0]).items():
+                    if name not in g:
+                        g.create_array(name, shape=(info.n_samples,), dtype=arr.dtype,
+                                       chunks=(max(1, min(chunk_rows, info.n_samples)),), fill_value=0)
+                    g[name][n_done:n_done + Xc.shape[0]] = arr
+            n_done += Xc.shape[0]
+            if progress is not None:
+                progress(Xc.shape[0])
+        if n_done == 0:
+            raise DataError(f"data set {info.name!r} has no rows")
+        if sparse_parts:
+            X = sp.vstack(sparse_parts, format="csr")
+            write_csr(g, "X", X)
+            d = X.shape[1]
+        else:
+            d = X_arr.shape[1]
+        y = np.concatenate(ys)
+        write_dense(g, "y", y)
+        g.attrs.update({"n_samples": int(n_done), "n_features": int(d),
+                        "n_classes": int(np.unique(y).size) if y.size and y.min() >= 0 else 0,
+                        "sparse": bool(sparse_parts), "dataset": info.name,
+                        "class_names": list(source.class_names or []),
+                        "has_labels": bool(y.size and y.min() >= 0)})
+
+
+# -- preprocess -----------------------------------------------------------------
+
+
+def _l2_block(X, block_info=None):
+    from bigclust.algo.preprocess import l2_normalize
+    row0 = block_info[0]["array-location"][0][0] if block_info else 0
+    return l2_normalize(X, row_offset=row0)
+
+
+def preprocess(store_path, key, attrs, p: PreprocessParams, **_):
+    """tf-idf (sparse text), standardisation, L2 normalisation and PCA, in that order, into
+    ``stages/preprocess/<key>``.
+
+    Dense data are transformed block by block through Dask (the standardisation's
+    means and variances in a first streamed pass over the row chunks); sparse text
+    (a few tens of thousands of documents) is weighted in memory because idf
+    needs every document first, and is standardised by scaling only.
+    """
+    from bigclust.algo.preprocess import l2_normalize, pca_fit, pca_transform, standardize, standardize_fit, tfidf
+
+    store = Store(store_path)
+    src = store.open("ingest", p.input)
+    params, chunk_rows = dataclasses.asdict(p), p.chunk_rows
+    with store.write("preprocess", key, attrs) as g:
+        if is_sparse(src, "X"):
+            X = read_matrix(src, "X")
+            if p.tfidf_local is not None:
+                X, _ = tfidf(X, local=params["tfidf_local"], global_=params["tfidf_global"],
+                             normalize=params["tfidf_normalize"])
+                empty = np.flatnonzero(np.diff(X.indptr) == 0)
+                if empty.size:
+                    raise DataError(f"{empty.size} document(s) have no terms left after stop words and "
+                                    f"min_df (first: row {int(empty[0])}); they cannot be clustered")
+            if p.standardize:
+                X = standardize(X, *standardize_fit([X]))
+            if params["l2_normalize"]:
+                X = l2_normalize(X)
+            if params["pca"]:
+                mean, comps = pca_fit(X, params["pca"])
+                write_dense(g, "X", pca_transform(X, mean, comps), chunk_rows=chunk_rows)
+            else:
+                write_csr(g, "X", X.astype(np.float32))
+        else:
+            Xd = read_matrix(src, "X", lazy=True)
+            if p.standardize:  # one streamed pass for the statistics, then block by block
+                mean, scale = standardize_fit(Xd.blocks[i].compute() for i in range(Xd.numblocks[0]))
+                Xd = Xd.map_blocks(functools.partial(standardize, mean=mean, scale=scale), dtype=np.float32)
+            if params["l2_normalize"]:
+                Xd = Xd.map_blocks(_l2_block, dtype=Xd.dtype)
+            if params["pca"]:
+                # streamed: passes over the row chunks, never the whole X (nor a centred copy) in memory
+                Xd = Xd.rechunk({1: -1})          # whole rows per block: the projection needs every column
+                mean, comps = pca_fit(Xd, params["pca"])
+                Xd = Xd.map_blocks(pca_transform, mean, comps, dtype=np.float32,
+                                   chunks=(Xd.chunks[0], (params["pca"],)))
+            write_dense(g, "X", Xd, chunk_rows=chunk_rows, dtype=np.float32)
+
+
+# -- subsets of classes (paper 001's protocol) ------------------------------------------------
+
+
+def subset(store_path, key, attrs, p: SubsetParams, **_):
+    """The rows of the classes ``p.classes`` (labels renumbered 0..k-1 in that order) and their row ids."""
+    store = Store(store_path)
+    y = read_matrix(store.open("ingest", p.labels), "y")
+    rows = np.flatnonzero(np.isin(y, p.classes))
+    X = read_matrix(store.open("preprocess", p.input), "X")
+    lookup = {c: i for i, c in enumerate(p.classes)}
+    with store.write("subset", key, attrs) as g:
+        Xs = X[rows]
+        (write_csr if sp.issparse(Xs) else write_dense)(g, "X", Xs)
+        write_dense(g, "y", np.array([lookup[int(c)] for c in y[rows]], dtype=np.int64))
+        write_dense(g, "rows", rows.astype(np.int64))
+        g.attrs.update({"n_samples": int(rows.size), "n_classes": len(p.classes)})

@@ -1,0 +1,408 @@
+"""Ak-SC at scale: the subspace stage streamed through zarr, its coefficient columns in resumable chunks.
+
+``[subspace] chunk_cols = c > 0`` runs the pipeline's subspace stage here
+instead of in one in-memory call (:func:`bigclust.subspace.subspace_affinity`).
+Every step writes into a scratch zarr group of the store, ``work/subspace-<key>``
+(beside the kNN stage's, not under ``tmp/``), behind a marker file that is
+written only once its arrays are (an atomic rename), so a run killed anywhere
+resumes at the first step or chunk without a marker:
+
+1. augmentation, in chunks of ``[subspace] augment_chunk_rows`` source images:
+   rows ``a`` of ``aug`` are the images, ``origin[a]`` their source sample
+   (the random draws are made up front, so the rows do not depend on the chunk
+   size: :func:`bigclust.subspace.augment.augment_chunks`);
+2. features: PCA fitted on the originals and their copies together, in passes
+   over row chunks read from ``aug`` (:func:`bigclust.algo.preprocess.pca_fit`),
+   then the unit-norm dictionary ``atoms`` (N x pca);
+3. the dictionary kNN N_i (exact below 20000 originals, NN-descent above:
+   :func:`bigclust.subspace.knn_dictionary`) and SSC's lambda;
+4. the coefficient columns in chunks of ``c`` columns, one Dask task per chunk
+   (on the workers of a ``dask.distributed`` cluster with ``--scheduler``, else
+   one after the other in this process), each writing its rows of ``coef``
+   and then its marker ``done/<i>``: a resume computes only the chunks
+   without a marker.  A task receives only its columns' samples and their k
+   gathered atoms (c x k x d floats), so its memory is bounded by the chunk,
+   not by n; the driver keeps the dictionary (needed by the kNN search anyway);
+5. fold-back and W = |C̄| + |C̄|ᵀ, committed with the neighbour lists and the
+   coefficients; the scratch group is then removed.
+
+The per-column solver is the in-memory one (:func:`bigclust.subspace.selfexpr.admm_knn`,
+:func:`bigclust.subspace._numba.ridge_columns`) on a chunk's gathered atoms:
+columns are independent, so the coefficients equal the in-memory ones bit for
+bit on the same dictionary and supports, whatever the chunk size and wherever
+the chunks run.  The scratch group records what it was made for (n, k, chunk
+sizes, features, augmentation, seed); a resume with other values starts afresh.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bigclust._util.errors import UserError
+
+#: rows per chunk of the PCA passes (the in-memory path's default, so the sums are added in the same order)
+PCA_CHUNK_ROWS = 4096
+
+
+def _say(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def mark(work: Path, name: str, text: str = ""):
+    """Write the marker ``work/done/<name>`` atomically (after the data it vouches for)."""
+    done = Path(work) / "done"
+    tmp = done / f".{name}.{os.getpid()}"
+    tmp.write_text(text + "\n")
+    os.replace(tmp, done / name)
+
+
+def finished(work: Path) -> set[str]:
+    """Names of the markers present."""
+    d = Path(work) / "done"
+    return {f.name for f in d.iterdir() if not f.name.startswith(".")} if d.exists() else set()
+
+
+def coef_chunks_done(work: Path) -> set[int]:
+    """Coefficient chunks whose marker exists."""
+    return {int(m[5:]) for m in finished(work) if m.startswith("coef-")}
+
+
+def open_work(work: Path, want: dict):
+    """The scratch group, reused when it was made for the same ``want`` attributes; else afresh."""
+    import zarr
+
+    if (work / "zarr.json").exists():
+        g = zarr.open_group(str(work), mode="r+")
+        if {key: g.attrs.get(key) for key in want} == want:
+            return g
+        shutil.rmtree(work)
+    work.parent.mkdir(parents=True, exist_ok=True)
+    g = zarr.open_group(str(work), mode="w")
+    g.attrs.update(want)
+    (work / "done").mkdir(exist_ok=True)
+    return g
+
+
+class _Stacked:
+    """``[X; aug]`` as one row-sliceable array (rows read on demand), for the streamed PCA passes."""
+
+    def __init__(self, X, aug):
+        self.X, self.aug = X, aug
+        self.n = X.shape[0]
+        self.shape = (self.n + aug.shape[0], X.shape[1])
+        self.dtype = np.result_type(X.dtype, aug.dtype)
+
+    def __getitem__(self, s):
+        r0, r1, _ = s.indices(self.shape[0])
+        parts = []
+        if r0 < self.n:
+            parts.append(np.asarray(self.X[r0:min(r1, self.n)]))
+        if r1 > self.n:
+            parts.append(np.asarray(self.aug[max(r0, self.n) - self.n:r1 - self.n]))
+        return np.concatenate(parts).astype(self.dtype, copy=False) if len(parts) > 1 else parts[0]
+
+
+# -- steps 1-3: augmentation, features, kNN -------------------------------------------------------
+
+
+def augment_step(X, g, work, preset, seed, chunk_rows, log=_say):
+    """Augmented images into ``g["aug"]`` and ``g["origin"]``, chunk by chunk (markers ``aug-<i>``)."""
+    from bigclust.subspace import _augment_options
+    from bigclust.subspace.augment import _check_images, _plan, _transform_rows
+
+    opts = _augment_options(preset, None, None)
+    n, d = X.shape
+    _check_images(np.empty((0, d)), opts["image_shape"], opts["order"])
+    shape = tuple(int(s) for s in opts["image_shape"])
+    flip, angles, scales = _plan(n, opts["flip"], opts["n_rotations"], opts["n_scalings"],
+                                 opts["rotation_range"], opts["scale_range"], seed)
+    per = int(flip) + angles.shape[1] + scales.shape[1]
+    dtype = np.float32 if X.dtype == np.float32 else np.float64
+    if "aug" not in g:
+        g.create_array("aug", shape=(n * per, d), chunks=(chunk_rows * per, d), dtype=dtype)
+        g.create_array("origin", shape=(n * per,), chunks=(chunk_rows * per,), dtype=np.int64)
+    have = finished(work)
+    t0, made = time.perf_counter(), 0
+    for i, r0 in enumerate(range(0, n, chunk_rows)):
+        if f"aug-{i}" in have:
+            continue
+        r1 = min(n, r0 + chunk_rows)
+        block = np.asarray(X[r0:r1])
+        if not np.all(np.isfinite(block)):
+            from bigclust._util.errors import DataError
+            raise DataError(f"X rows {r0}..{r1 - 1} contain NaN or infinite values")
+        g["aug"][r0 * per:r1 * per] = _transform_rows(X, r0, r1, shape, opts["order"], flip, angles, scales, dtype)
+        g["origin"][r0 * per:r1 * per] = np.repeat(np.arange(r0, r1, dtype=np.int64), per)
+        mark(work, f"aug-{i}")
+        made += 1
+    log(f"  subspace: augmentation {n} x {per} images ({made} chunks computed) {time.perf_counter() - t0:.1f} s")
+    return g["aug"], g["origin"]
+
+
+def features_step(X, g, work, aug, origin, n_components, log=_say):
+    """Unit-norm dictionary atoms (originals then copies) into ``g["atoms"]`` (marker ``atoms``)."""
+    from bigclust.algo.preprocess import pca_fit, pca_transform
+    from bigclust.subspace.dictionary import _unit_rows
+
+    if "atoms" in finished(work):
+        return np.asarray(g["atoms"][...])
+    t0 = time.perf_counter()
+    n = X.shape[0]
+    N = n + (0 if aug is None else aug.shape[0])
+    if n_components:
+        src = X if aug is None else _Stacked(X, aug)
+        mean, comps = pca_fit(src, int(n_components), chunk_rows=PCA_CHUNK_ROWS)
+        dim = int(n_components)
+    else:
+        dim = X.shape[1]
+    atoms = g.create_array("atoms", shape=(N, dim), chunks=(min(N, 1 << 16), dim), dtype=np.float64,
+                           overwrite=True)
+    out = np.empty((N, dim))
+    feat = pca_transform(np.asarray(X, dtype=np.float64), mean, comps) if n_components else X
+    out[:n] = _unit_rows(feat, "X")
+    if aug is not None:
+        step = PCA_CHUNK_ROWS * 16
+        for a0 in range(0, aug.shape[0], step):
+            blk = np.asarray(aug[a0:a0 + step], dtype=np.float64)
+            feat = pca_transform(blk, mean, comps) if n_components else blk
+            out[n + a0:n + a0 + blk.shape[0]] = _unit_rows(feat, "X_aug")
+    atoms[...] = out
+    mark(work, "atoms", f"{time.perf_counter() - t0:.3f}")
+    log(f"  subspace: features ({'PCA-' + str(n_components) if n_components else 'raw'}, {N} atoms) "
+        f"{time.perf_counter() - t0:.1f} s")
+    return out
+
+
+def dictionary_of(atoms, n, origin):
+    """The :class:`Dictionary` of already unit-norm atoms (rows n.. made from ``origin``)."""
+    from bigclust.subspace.dictionary import build_dictionary
+
+    # build_dictionary scales its rows to unit length again: a no-op up to rounding, so scale nothing here
+    # and give it the atoms as they are (the ownership maps are what it adds)
+    D = build_dictionary(atoms[:n], None if origin is None else atoms[n:], origin)
+    D.atoms = atoms
+    return D
+
+
+def knn_step(D, g, work, k, method, seed, log=_say):
+    """The supports N_i into ``g["nb"]`` (marker ``knn``)."""
+    from bigclust.subspace.dictionary import knn_dictionary
+
+    if "knn" in finished(work):
+        return np.asarray(g["nb"][...])
+    t0 = time.perf_counter()
+    nb = knn_dictionary(D, int(k), method=method, random_state=seed)
+    g.create_array("nb", shape=nb.shape, dtype=np.int64, overwrite=True)[...] = nb
+    mark(work, "knn", f"{time.perf_counter() - t0:.3f}")
+    log(f"  subspace: dictionary kNN ({method}, k={k}) {time.perf_counter() - t0:.1f} s")
+    return nb
+
+
+# -- step 4: coefficient columns in chunks --------------------------------------------------------
+
+
+def chunk_bounds(n: int, chunk_cols: int):
+    """``(i, col0, col1)`` of every coefficient chunk."""
+    return [(i, c0, min(n, c0 + chunk_cols)) for i, c0 in enumerate(range(0, n, chunk_cols))]
+
+
+def gather_chunk(D, nb, c0, c1):
+    """A chunk's inputs: its samples (c, d) and their gathered atoms (c*k, d), local supports (c, k)."""
+    sub = nb[c0:c1]
+    A = np.ascontiguousarray(D.atoms[sub.ravel()])
+    return np.ascontiguousarray(D.atoms[c0:c1]), A, np.arange(A.shape[0], dtype=np.int64).reshape(sub.shape)
+
+
+def solve_chunk(Xs, A, local_nb, regularizer, lam, max_iter=0):
+    """Coefficients (c, k), iterations and convergence of one chunk's columns (the in-memory solvers).
+
+    ``max_iter``: ADMM iterations per column, 0 = the default (``selfexpr.MAX_ITER``).
+    """
+    from bigclust.subspace import _numba
+    from bigclust.subspace.selfexpr import EPS_ABS, EPS_REL, MAX_ITER, RELAX, RHO_L1, admm_knn
+
+    c, k = local_nb.shape
+    if regularizer == "l2":
+        out = np.empty((c, k))
+        _numba.ridge_columns(A, Xs, local_nb, float(lam), out)
+        return out, np.zeros(c, dtype=np.int64), np.ones(c, dtype=np.bool_)
+    thr = np.full((c, k), float(lam))
+    return admm_knn(Xs, A, local_nb, thr, 0.0, RHO_L1, EPS_ABS, EPS_REL, max_iter or MAX_ITER, True, RELAX)
+
+
+def coef_task(Xs, A, local_nb, regularizer, lam, work, i, c0, c1, max_iter=0):
+    """One chunk: solve, write its rows of ``coef`` / ``iters`` / ``conv``, then its marker.
+
+    Returns ``(i, seconds, peak RSS MB of the process)``.
+    """
+    import zarr
+
+    t0 = time.perf_counter()
+    out, its, conv = solve_chunk(Xs, A, local_nb, regularizer, lam, max_iter)
+    g = zarr.open_group(str(work), mode="r+")
+    g["coef"][c0:c1] = out
+    g["iters"][c0:c1] = its
+    g["conv"][c0:c1] = conv
+    sec = time.perf_counter() - t0
+    mark(work, f"coef-{i}", f"{c0} {c1} {sec:.3f}")
+    return i, sec, _peak_rss_mb()
+
+
+def coefficients_chunked(D, nb, regularizer, lam, chunk_cols, work, *, client=None, log=_say, max_in_flight=4,
+                         max_iter=0):
+    """All coefficient columns (n, k) by resumable chunks; returns ``(coef, iters, conv, computed)``.
+
+    ``work`` is a folder (created if needed) holding the scratch arrays and markers;
+    chunks with a marker are not recomputed.  With a ``dask.distributed``
+    ``client`` every missing chunk is a task on the cluster (at most
+    ``max_in_flight`` per worker submitted at a time, so the driver never holds
+    more than that many gathered chunks); without one they run here in turn.
+    """
+    import zarr
+
+    if regularizer not in ("l1", "l2"):
+        raise UserError(f"chunked coefficients are per column: regularizer {regularizer!r} is not "
+                        "(LRR's nuclear norm couples the columns); set [subspace] chunk_cols = 0")
+    work = Path(work)
+    n, k = nb.shape
+    want = {"n": int(n), "k": int(k), "chunk_cols": int(chunk_cols), "regularizer": regularizer,
+            "lam": float(lam)}
+    if max_iter:                  # only when set: folders of earlier runs (without the key) stay resumable
+        want["max_iter"] = int(max_iter)
+    g = zarr.open_group(str(work), mode="a") if work.exists() else None
+    if g is None or any(g.attrs.get("coef_" + key) != v for key, v in want.items()):
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "done").mkdir(exist_ok=True)
+        for m in coef_chunks_done(work):
+            (work / "done" / f"coef-{m}").unlink()
+        g = zarr.open_group(str(work), mode="a")
+        g.create_array("coef", shape=(n, k), chunks=(chunk_cols, k), dtype=np.float64, overwrite=True)
+        g.create_array("iters", shape=(n,), chunks=(chunk_cols,), dtype=np.int64, overwrite=True)
+        g.create_array("conv", shape=(n,), chunks=(chunk_cols,), dtype=np.bool_, overwrite=True)
+        g.attrs.update({"coef_" + key: v for key, v in want.items()})
+    chunks = chunk_bounds(n, chunk_cols)
+    have = coef_chunks_done(work)
+    todo = [ch for ch in chunks if ch[0] not in have]
+    log(f"  subspace: coefficients in {len(chunks)} chunks of {chunk_cols} columns, {len(have)} finished "
+        f"earlier, {len(todo)} to compute")
+    computed, rss = [], []
+
+    def _done(i, sec, peak):
+        computed.append(i)
+        rss.append(peak)
+        log(f"  coefficient chunk {i + 1}/{len(chunks)} done ({sec:.1f} s; {len(have) + len(computed)}/{len(chunks)})")
+
+    if client is not None and todo:
+        from distributed import wait
+        window = max(1, max_in_flight * max(1, len(client.scheduler_info()["workers"])))
+        pending, queue = set(), list(todo)
+        while queue or pending:
+            while queue and len(pending) < window:
+                i, c0, c1 = queue.pop(0)
+                pending.add(client.submit(coef_task, *gather_chunk(D, nb, c0, c1), regularizer, float(lam),
+                                          str(work), i, c0, c1, max_iter, pure=False))
+            res = wait(pending, return_when="FIRST_COMPLETED")
+            for fut in res.done:
+                _done(*fut.result())
+            pending = res.not_done
+    else:
+        for i, c0, c1 in todo:
+            _done(*coef_task(*gather_chunk(D, nb, c0, c1), regularizer, float(lam), str(work), i, c0, c1, max_iter))
+    missing = set(range(len(chunks))) - coef_chunks_done(work)
+    if missing:  # pragma: no cover - a task that returned without its marker
+        raise RuntimeError(f"coefficient chunks {sorted(missing)[:5]} have no completion marker")
+    return np.asarray(g["coef"][...]), np.asarray(g["iters"][...]), np.asarray(g["conv"][...]), sorted(computed)
+
+
+# -- the stage ------------------------------------------------------------------------------------
+
+
+def subspace_chunked(store_path, key, attrs, p, *, client=None, log=_say, **_):
+    """The subspace stage's W by the streamed, resumable path (see the module docstring).
+
+    ``p`` is the stage's :class:`bigclust.pipeline.stages.SubspaceParams` with ``chunk_cols > 0``.
+    The stage's attributes record the seconds of every step, ``coef_chunks`` =
+    [total, computed by this run, reused], the chunks computed, lambda and the
+    driver's peak RSS.
+    """
+    import warnings
+
+    from bigclust.pipeline import methods
+    from bigclust.pipeline.store import Store, read_matrix, write_csr, write_dense
+    from bigclust.subspace.fold import affinity, fold_back
+    from bigclust.subspace.selfexpr import LAM_L2, ConvergenceWarning, _assemble, ssc_lambda
+
+    mp = methods.get(p.method).make(p.method_params)
+    if mp.regularizer == "nuclear" or mp.n_neighbors == 0:
+        raise UserError("[subspace] chunk_cols needs per-column problems on kNN supports: regularizer \"l1\" or "
+                        "\"l2\" and n_neighbors >= 1 (set chunk_cols = 0 for LRR and the full dictionary)")
+    if getattr(mp, "features", "pixels") != "pixels":
+        raise UserError("[subspace] chunk_cols streams pixel features (with [aksc] pca); [aksc] features = "
+                        f"\"{mp.features}\" runs in memory only (set chunk_cols = 0)")
+    store = Store(store_path)
+    X = read_matrix(store.open(p.src, p.input), "X")
+    if hasattr(X, "toarray"):
+        X = X.toarray()
+    X = np.ascontiguousarray(X)
+    n = X.shape[0]
+    work = Path(store_path) / "work" / f"subspace-{key}"
+    want = {"n": int(n), "augment": mp.augment, "pca": int(mp.pca), "seed": int(p.seed),
+            "augment_chunk_rows": int(p.augment_chunk_rows), "k": int(mp.n_neighbors), "knn": p.knn or "auto"}
+    g = open_work(work, want)
+    times, cpu = {}, {}
+    t0, c0 = time.perf_counter(), time.process_time()   # process CPU (all threads): meaningful on a loaded machine
+    if mp.augment == "none":
+        aug = origin = None
+    else:
+        aug, origin = augment_step(X, g, work, mp.augment, int(p.seed), int(p.augment_chunk_rows), log)
+        origin = np.asarray(origin[...])
+    times["augment_seconds"], cpu["augment_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
+    t0, c0 = time.perf_counter(), time.process_time()
+    atoms = features_step(X, g, work, aug, origin, mp.pca, log)
+    del X
+    D = dictionary_of(atoms, n, origin)
+    times["features_seconds"], cpu["features_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
+    t0, c0 = time.perf_counter(), time.process_time()
+    nb = knn_step(D, g, work, mp.n_neighbors, p.knn or "auto", int(p.seed), log)
+    times["knn_seconds"], cpu["knn_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
+    if mp.regularizer == "l2":
+        lam = mp.lam or LAM_L2
+    else:
+        # as self_expression(None, ...): the rule sees the samples re-scaled by _samples (same bits)
+        lam = mp.lam or ssc_lambda(D.atoms[:n], D, nb, mp.alpha)
+    t0, c0 = time.perf_counter(), time.process_time()
+    coef, its, conv, computed = coefficients_chunked(D, nb, mp.regularizer, lam, int(p.chunk_cols), work,
+                                                     client=client, log=log, max_iter=mp.max_iter)
+    times["coef_seconds"], cpu["coef_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
+    n_bad = int((~conv).sum())
+    if n_bad:
+        from bigclust.subspace.selfexpr import MAX_ITER
+        warnings.warn(f"ADMM: {n_bad} of {n} columns reached max_iter={mp.max_iter or MAX_ITER} before the "
+                      "primal and dual residuals fell below their tolerances", ConvergenceWarning, stacklevel=2)
+    t0, c0 = time.perf_counter(), time.process_time()
+    W = affinity(fold_back(_assemble(nb, coef, D), D))
+    times["fold_seconds"], cpu["fold_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
+    total = len(chunk_bounds(n, int(p.chunk_cols)))
+    with store.write("subspace", key, attrs) as out:
+        write_csr(out, "K", W)
+        write_dense(out, "neighbors", nb)
+        write_dense(out, "coef", coef)
+        out.attrs.update({"nnz": int(W.nnz), "n_atoms": int(D.n_atoms), "lam": float(lam),
+                          "coef_chunks": [total, len(computed), total - len(computed)],
+                          "coef_chunks_computed": computed, "admm_not_converged": n_bad,
+                          "admm_iter_median": float(np.median(its)), "n_iter": int(np.max(its, initial=0)),
+                          "driver_peak_rss_mb": _peak_rss_mb(),
+                          **times, **cpu})
+    log("  subspace: " + ", ".join(f"{k_} {v:.1f}" for k_, v in {**times, **cpu}.items())
+        + f"; peak RSS {_peak_rss_mb():.0f} MB")
+    shutil.rmtree(work, ignore_errors=True)
