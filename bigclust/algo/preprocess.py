@@ -194,6 +194,7 @@ _TFIDF_GLOBAL = ("none", "idf")
 
 
 def tfidf(X, local="tf", global_="idf", normalize=True, idf=None):
+    # over 80 lines by its numpydoc docstring (41 lines); the code is 42
     """Weight a document-term count matrix: ``a_ij = L(x_ij) G(j)``, rows optionally unit length.
 
     The 4 x 2 x 2 schemes of paper 001 ("weighted term-frequency vector"),

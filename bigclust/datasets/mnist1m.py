@@ -19,6 +19,10 @@ any order and in chunks of any size, with the same values to the last bit
 (the test checks it): ``bigclust data ingest mnist-1m`` streams row chunks
 into zarr and only the 70000 source images (220 MB as float32) are held in
 memory, never the 3.1 GB of the result.
+
+This module knows no registry: :func:`source` takes the source images as a
+block reader, which :func:`bigclust.datasets.registry.open_mnist1m` builds
+from the MNIST files (tests pass a small fixture).
 """
 from __future__ import annotations
 
@@ -159,19 +163,3 @@ def source(base_blocks, *, n_base: int, n_total: int = N_TOTAL, n_rows: int | No
 
     return AugmentedSource(info, blocks, n_base=n_base, class_names=class_names)
 
-
-def open_prefix(n_rows: int, root=None) -> AugmentedSource:
-    """The first ``n_rows`` rows of ``mnist-1m`` from the MNIST files under ``root`` (default: the data root)."""
-    from pathlib import Path
-
-    from bigclust.datasets.registry import _BY_NAME, _selected, default_root
-
-    root = Path(root).expanduser() if root is not None else default_root()
-    spec = _BY_NAME["mnist-1m"]
-    base = _BY_NAME["mnist"]
-    paths = [root / f for f in spec.info.files]
-    for p in paths:
-        if not p.is_file():
-            raise DataError(f"data set 'mnist-1m' needs {p}, which does not exist (set --root or BIGCLUST_DATA)")
-    return source(lambda hint: _selected(base, paths, hint), n_base=base.info.n_samples,
-                  n_total=spec.info.n_samples, n_rows=n_rows, files=spec.info.files, class_names=list(spec.classes))

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from bigclust._util.errors import DataError
-from bigclust.datasets.readers import (DatasetInfo, Source, idx_blocks, iter_lines, iter_table, open_npy, read_mat,
-                      read_npz, read_svmlight, scan_table, sorted_classes,
-                      warn_stray_labels)
+from bigclust.datasets.arrays import open_npy, read_mat, read_npz, read_svmlight
+from bigclust.datasets.readers import (DatasetInfo, Source, idx_blocks, iter_table, scan_table, sorted_classes,
+                                       warn_stray_labels)
 
 _MNIST_TRAIN = ("mnist/train-images-idx3-ubyte.gz", "mnist/train-labels-idx1-ubyte.gz")
 _MNIST_TEST = ("mnist/t10k-images-idx3-ubyte.gz", "mnist/t10k-labels-idx1-ubyte.gz")
@@ -147,10 +147,30 @@ def open_dataset(name: str, root=None) -> Source:
             return text.news20_source(spec.info, paths[0], spec.opts["splits"])
         return text.reuters_source(spec.info, paths, spec.opts["min_docs"])
     if spec.kind == "mnist1m":  # generated chunk by chunk from the MNIST files (datasets/mnist1m.py)
-        from bigclust.datasets.mnist1m import open_prefix
-        return open_prefix(spec.info.n_samples, root)
+        return open_mnist1m(spec.info.n_samples, root)
     kept = list(spec.keep) if spec.keep is not None else list(spec.classes)
     return Source(spec.info, lambda hint: _selected(spec, paths, hint), class_names=kept)
+
+
+def open_mnist1m(n_rows: int | None = None, root=None) -> Source:
+    """The first ``n_rows`` rows (default all) of ``mnist-1m``, generated from the MNIST files under ``root``.
+
+    The registry reads the source images (data set ``mnist``) and passes them
+    to :func:`bigclust.datasets.mnist1m.source`, which knows nothing of the
+    registry (the subsets of ``bench scale`` are such prefixes).
+    """
+    from bigclust.datasets.mnist1m import source
+
+    root = Path(root).expanduser() if root is not None else default_root()
+    spec = _BY_NAME["mnist-1m"]
+    base = _BY_NAME["mnist"]
+    paths = [root / f for f in spec.info.files]
+    for p in paths:
+        if not p.is_file():
+            raise DataError(f"data set 'mnist-1m' needs {p}, which does not exist (set --root or BIGCLUST_DATA)")
+    n_rows = spec.info.n_samples if n_rows is None else n_rows
+    return source(lambda hint: _selected(base, paths, hint), n_base=base.info.n_samples,
+                  n_total=spec.info.n_samples, n_rows=n_rows, files=spec.info.files, class_names=list(spec.classes))
 
 
 def _raw_blocks(spec: _Spec, paths, hint):

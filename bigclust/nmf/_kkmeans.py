@@ -1,6 +1,6 @@
-"""Kernel k-means out of core: the kernel stays in the store and is read in row blocks.
+"""Kernel k-means: :func:`kernel_kmeans` on a dense kernel in memory, :func:`kernel_kmeans_streamed` out of core.
 
-Same algorithm as :func:`bigclust.nmf.kernel_kmeans` -- batch (Lloyd) kernel
+Out of core the kernel stays in the store and is read in row blocks, with the same algorithm as :func:`kernel_kmeans` -- batch (Lloyd) kernel
 k-means: every point is assigned against frozen cluster statistics, then the
 statistics are rebuilt.  The distance of point i to cluster c is
 
@@ -28,11 +28,13 @@ cluster); each reads its own block through ``read_block``.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from bigclust._util import progress
 from bigclust._util.errors import DataError, UserError
-from bigclust.nmf import _ops
-from bigclust.nmf._common import NMFInfo, check_int, draw_seeds, seed_indices
+from bigclust.nmf import ops
+from bigclust.nmf._common import NMFInfo, check_int, degrees_weights
+from bigclust.nmf.init import draw_seeds, seed_indices
 from bigclust.nmf._linear import check_bounds, in_process
 
 #: rows and columns compared to check the symmetry of a stored kernel
@@ -56,7 +58,7 @@ def block_scan(read_block, i, r0, r1, n, sample, degrees, picks):
     if bad.size:
         raise DataError(f"K has non-finite entries (row {r0 + int(bad[0])}); kernel k-means needs a finite K")
     rows = np.arange(r1 - r0)
-    d = _ops.dense_dot(K, np.ones((n, 1))).ravel() if degrees else None   # as KernelOp.degrees in memory
+    d = ops.dense_dot(K, np.ones((n, 1))).ravel() if degrees else None   # as KernelOp.degrees in memory
     mine = {int(j): K[j - r0].copy() for j in sample if r0 <= j < r1}
     return K[rows, rows + r0].copy(), d, K[:, sample].copy(), mine, K[:, picks].copy()
 
@@ -83,6 +85,9 @@ def _columns(mapper, fn, read_block, bounds, n, extra):
 
 def kernel_kmeans_streamed(read_block, block_bounds, n_clusters, *, n_init=10, max_iter=300, init="k-means++",
                            random_state=None, ncw=False, map_blocks=None, return_info=False):
+    # long: seeding passes, then the lockstep Lloyd passes over K's blocks, which share the per-restart
+    # state (labels, sizes, F, active restarts); each block pass is already its own task
+    # (block_scan, block_columns, block_sums)
     """Kernel k-means with a dense kernel read as row blocks: one pass over K per iteration for all restarts.
 
     Runs the batch (Lloyd) iteration of :func:`bigclust.nmf.kernel_kmeans` --
@@ -95,7 +100,7 @@ def kernel_kmeans_streamed(read_block, block_bounds, n_clusters, *, n_init=10, m
     read_block : callable
         ``read_block(i)`` returns rows ``block_bounds[i]:block_bounds[i+1]`` of
         the symmetric kernel K (n x n) as an ndarray (any float dtype; used as
-        float64).  Picklable (e.g. :class:`bigclust.algo.blocks.RowReader`) to run
+        float64).  Picklable (e.g. :class:`bigclust.pipeline.stored_rows.RowReader`) to run
         the blocks as Dask tasks.
     block_bounds : sequence of int
         Increasing row bounds starting at 0; the last one is n.
@@ -131,9 +136,7 @@ def kernel_kmeans_streamed(read_block, block_bounds, n_clusters, *, n_init=10, m
         Non-finite K, a non-symmetric K (sampled rows against the same
         columns), a block of the wrong shape, or (``ncw``) a degree ``<= 0``.
     """
-    from bigclust.algo.kmeans import _method_code, _warn_empty
-    from bigclust.nmf import _degrees_weights
-    from bigclust.algo.kmeans._numba import METHOD_RANDOM
+    from bigclust.algo.kmeans.draws import METHOD_RANDOM, method_code, warn_empty
     from bigclust.nmf import _kkmeans_numba as kern
 
     bounds = check_bounds(block_bounds)
@@ -148,7 +151,7 @@ def kernel_kmeans_streamed(read_block, block_bounds, n_clusters, *, n_init=10, m
     idx = np.zeros((n_init, k), dtype=np.int64)
     states = np.empty(n_init, dtype=np.uint64)
     if isinstance(init, str):
-        method = _method_code(init)
+        method = method_code(init)
         kern.kk_seed_start(seeds, n, k, method, idx, states)
         known = k if method == METHOD_RANDOM else 1          # seed points drawn so far (k-means++: the first)
     else:
@@ -167,7 +170,7 @@ def kernel_kmeans_streamed(read_block, block_bounds, n_clusters, *, n_init=10, m
     if np.abs(scols.T - srows).max() > 1e-10 * scale:
         raise DataError("K is not symmetric (sampled rows differ from the same columns); kernel k-means needs "
                         "a symmetric kernel")
-    w = _degrees_weights(np.concatenate([p[1] for p in parts]), "K") if ncw else np.empty(0)
+    w = degrees_weights(np.concatenate([p[1] for p in parts]), "K") if ncw else np.empty(0)
     kdiag = (w * raw_diag) * w if ncw else raw_diag       # the diagonal of w[:, None] * K * w[None, :]
 
     cols = np.empty((n_init, k, n))                       # K'[:, idx[r, c]]: F of the first assignment
@@ -231,9 +234,94 @@ def kernel_kmeans_streamed(read_block, block_bounds, n_clusters, *, n_init=10, m
         obj[r] = kern.kk_final(kdiag, F[r], s[r], counts[r], labels[r])
         history[r].append(float(obj[r]))
     best = int(np.argmin(obj))
-    _warn_empty(int(n_empty.sum()), n_init, "empty")
+    warn_empty(int(n_empty.sum()), n_init, "empty")
     info = NMFInfo(objective=np.array([obj[best]]), n_iter=int(n_iter[best]), converged=bool(n_iter[best] < max_iter),
                    best=best, objectives=obj, n_iters=n_iter.astype(np.int64), method="kernel-kmeans/streamed",
                    n_empty_reseeded=int(n_empty.sum()),
                    extra={"labels_all": labels, "passes": passes, "history": history})
+    return (labels[best], float(obj[best]), info) if return_info else (labels[best], float(obj[best]))
+
+
+# -- in memory ------------------------------------------------------------------------------
+
+
+def kernel_kmeans(K, n_clusters, *, n_init=10, max_iter=300, init="k-means++", random_state=None,
+                  return_info=False):
+    """Kernel k-means: Lloyd's algorithm in the feature space of a dense kernel, restarts in parallel.
+
+    ``||phi(x_i) - mu_c||^2 = K_ii - 2/|c| sum_{j in c} K_ij + 1/|c|^2 sum_{j,l in c} K_jl``.
+
+    Parameters
+    ----------
+    K : ndarray, shape (n, n)
+        Symmetric kernel (positive semidefinite for the distances to be ones).
+    n_clusters : int
+        k, ``2 <= k <= n``.
+    n_init : int
+        Restarts, run in parallel; the lowest objective wins.
+    max_iter : int
+        Assignment passes per restart (each O(n^2)).
+    init : {"k-means++", "random"} or int array (n_init, k)
+        Seed points: k-means++ D^2 sampling with feature-space distances, k
+        distinct points uniformly, or explicit point indices per restart.
+    random_state : None, int or numpy.random.RandomState
+        Source of the per-restart seeds; labels are the same for a seed
+        whatever the number of threads.
+    return_info : bool
+        Also return an :class:`NMFInfo` (``objective`` = final objective of
+        the best restart; ``n_empty_reseeded``).
+
+    Returns
+    -------
+    labels : ndarray of int32, shape (n,)
+        Labels of the best restart.
+    objective : float
+        Its sum of squared feature-space distances to the cluster means.
+    info : NMFInfo
+        Only with ``return_info=True``.
+
+    Notes
+    -----
+    Same steps, stops and empty-cluster rule as :func:`bigclust.algo.kmeans.kmeans`:
+    an empty cluster takes the point farthest from its centre (counted, and
+    reported by a RuntimeWarning).
+
+    The update is batch (Lloyd): every point is assigned against frozen
+    cluster statistics, then they are rebuilt.  :func:`kernel_kmeans_streamed`
+    runs the same iteration with K read from a store in row blocks (one pass
+    per iteration); it gives the same labels and objectives to rounding.
+    """
+    import numba
+
+    from bigclust.algo.kmeans.draws import method_code, warn_empty
+    from bigclust.normalize.checks import check_dense
+    from bigclust.nmf import _kkmeans_numba as kern
+
+    if sp.issparse(K):
+        raise DataError("kernel k-means needs a dense K (n x n ndarray)")
+    K, _, _ = check_dense(K, "kernel k-means")
+    K = np.ascontiguousarray(K, dtype=np.float64)
+    n = K.shape[0]
+    if not isinstance(n_clusters, (int, np.integer)) or isinstance(n_clusters, bool) or not 2 <= n_clusters <= n:
+        raise UserError(f"n_clusters={n_clusters} must be between 2 and n={n}")
+    k = int(n_clusters)
+    n_init = check_int("n_init", n_init, 1)
+    max_iter = check_int("max_iter", max_iter, 1)
+    seeds = draw_seeds(random_state, n_init)
+    if isinstance(init, str):
+        idx = np.empty((n_init, k), dtype=np.int64)
+        kern.kk_init(K, k, seeds, method_code(init), idx)
+    else:
+        idx = seed_indices(init, n_init, k, n)
+    labels = np.empty((n_init, n), dtype=np.int32)
+    obj = np.empty(n_init)
+    n_iter = np.empty(n_init, dtype=np.int32)
+    n_empty = np.zeros(n_init, dtype=np.int64)
+    with numba.parallel_chunksize(1):
+        kern.kk_lloyd(K, idx, max_iter, labels, obj, n_iter, n_empty)
+    best = int(np.argmin(obj))
+    warn_empty(int(n_empty.sum()), n_init, "empty")
+    info = NMFInfo(objective=np.array([obj[best]]), n_iter=int(n_iter[best]), converged=bool(n_iter[best] < max_iter),
+                   best=best, objectives=obj, n_iters=n_iter.astype(np.int64), method="kernel-kmeans",
+                   n_empty_reseeded=int(n_empty.sum()), extra={"labels_all": labels})
     return (labels[best], float(obj[best]), info) if return_info else (labels[best], float(obj[best]))

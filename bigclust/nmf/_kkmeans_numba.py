@@ -14,7 +14,7 @@ import numpy as np
 from numba import prange
 
 from bigclust._util.jit import njit
-from bigclust.algo.kmeans._numba import METHOD_RANDOM, _d2_draw, _farthest_donor, _next_below, random_distinct
+from bigclust.algo.kmeans.draws import METHOD_RANDOM, d2_draw, farthest_donor, next_below, random_distinct
 
 # -- seeding -----------------------------------------------------------------------------------------
 
@@ -26,13 +26,13 @@ def _kk_init_one(K, k, state, method, idx):
     if method == METHOD_RANDOM:
         random_distinct(state, n, k, idx)
         return
-    first = _next_below(state, n)
+    first = next_below(state, n)
     idx[0] = first
     d2 = np.empty(n)
     for i in range(n):
         d2[i] = max(K[i, i] + K[first, first] - 2.0 * K[i, first], 0.0)
     for j in range(1, k):
-        pick = _d2_draw(d2, state)
+        pick = d2_draw(d2, state)
         idx[j] = pick
         for i in range(n):
             s = max(K[i, i] + K[pick, pick] - 2.0 * K[i, pick], 0.0)
@@ -65,7 +65,7 @@ def kk_seed_start(seeds, n, k, method, idx, states):
         if method == METHOD_RANDOM:
             random_distinct(st, n, k, idx[r])
         else:
-            idx[r, 0] = _next_below(st, n)
+            idx[r, 0] = next_below(st, n)
 
 
 @njit
@@ -83,7 +83,7 @@ def kk_seed_dist(kdiag, col, p, d2, first):
 @njit
 def kk_seed_draw(d2, state):
     """The next k-means++ seed point (D^2 sampling); state : INOUT uint64 (1,)."""
-    return _d2_draw(d2, state)
+    return d2_draw(d2, state)
 
 
 # -- the batch iteration -----------------------------------------------------------------------------
@@ -132,7 +132,7 @@ def kk_step(kdiag, F, s, counts, labels, prev, d2):
     Returns ``(changed, objective, n_empty)``: ``objective`` sums the
     distances to the frozen centres.  An empty cluster takes the point
     farthest from its centre among clusters of two or more points (as
-    :func:`bigclust.algo.kmeans._numba._lloyd_one`).
+    :func:`bigclust.algo.kmeans.lloyd.kmeans`).
     """
     n = labels.shape[0]
     k = counts.shape[0]
@@ -156,7 +156,7 @@ def kk_step(kdiag, F, s, counts, labels, prev, d2):
     for c in range(k):
         if counts[c] > 0:
             continue
-        far = _farthest_donor(labels, counts, d2)
+        far = farthest_donor(labels, counts, d2)
         counts[labels[far]] -= 1
         counts[c] = 1
         labels[far] = c
@@ -182,7 +182,7 @@ def _kk_lloyd_one(K, idx, max_iter, labels):
     """Kernel k-means (Lloyd in feature space) of one restart from the seed points idx (IN (k,)).
 
     labels : OUT int32 (n,).  Returns ``(objective, n_iter, n_empty)``.  The
-    steps, stops and empty-cluster rule are those of :func:`bigclust.algo.kmeans._numba._lloyd_one`:
+    steps, stops and empty-cluster rule are those of :func:`bigclust.algo.kmeans.lloyd.kmeans`:
     the centres are the seed points for the first assignment and the means of
     the clusters afterwards.
     """

@@ -12,149 +12,40 @@ Every function takes a dense ndarray or a scipy.sparse matrix and returns the
 same kind; sparse input is normalised on its stored pattern at O(nnz) per
 pass.  The Numba kernels live in :mod:`bigclust.normalize._numba` and are
 imported on first use.
+
+Importing this package is cheap (the family's plug-in imports it when
+``bigclust`` is imported): each public name is loaded from its module on
+first use -- ``_scaling`` (RA, RC, Ncut, Sinkhorn), ``_bbs`` (BBS and the
+dispatch by name), ``_multi`` (MBBS), ``_quality`` (MB, MC), ``_common``
+(the info record and warning), :mod:`~bigclust.normalize.checks` (input
+checks) and :mod:`~bigclust.normalize.ooc` (out of core).
 """
 from __future__ import annotations
 
-import inspect
+from importlib import import_module
 
-import scipy.sparse as sp
-
-from bigclust.normalize._common import (History, NormalizeConvergenceWarning, NormalizeInfo, check_dense, check_int, check_sparse,
-                      check_tol, labels, storage_dtype)
-from bigclust.normalize._multi import mbbs, project_simplex
-from bigclust.normalize._quality import quality, quality_from_sums, quality_partial
-from bigclust.normalize._scaling import ncut, ra, rc, sinkhorn
-from bigclust._util.errors import UserError
+#: public name -> the module that defines it (PEP 562: loaded on first access)
+_WHERE = {
+    "NormalizeConvergenceWarning": "_common", "NormalizeInfo": "_common",
+    "bbs": "_bbs", "normalize": "_bbs", "METHODS": "_bbs", "SOLVERS": "_bbs", "SELF_LOOPS": "_bbs", "DUAL_TOL": "_bbs",
+    "mbbs": "_multi", "project_simplex": "_multi",
+    "quality": "_quality", "quality_from_sums": "_quality", "quality_partial": "_quality",
+    "ncut": "_scaling", "ra": "_scaling", "rc": "_scaling", "sinkhorn": "_scaling",
+    "kernels": "_common",   # the Numba kernels module, loaded on call (``bench bbs`` warms them up)
+}
 
 __all__ = ["NormalizeConvergenceWarning", "NormalizeInfo", "bbs", "mbbs", "ncut", "normalize",
            "project_simplex", "quality", "quality_from_sums", "quality_partial", "ra", "rc", "sinkhorn", "SOLVERS",
            "METHODS"]
 
-SOLVERS = ("alternating", "dykstra", "dual")
-SELF_LOOPS = ("keep", "zero", "drop", "cap")  # sparse BBS: what the support does with K's diagonal
 
-#: default stopping tolerance of the dual Newton solver (max row-sum error)
-DUAL_TOL = 1e-10
-
-
-def bbs(K, solver="alternating", n_iter=1000, tol=None, *, y=None, record_every=0, return_info=False,
-        dtype=None, self_loops="keep"):
-    """Euclidean Bregmanian bi-stochastication (paper 000, problem 10).
-
-    Finds a symmetric, non-negative G with unit row sums close to K in the
-    Frobenius norm.
-
-    Parameters
-    ----------
-    K : ndarray or scipy.sparse matrix, shape (n, n)
-        Symmetric and finite (signs are free).  For sparse K, G is restricted
-        to K's stored pattern E (explicit zeros included; the pattern must be
-        symmetric) and every pass costs O(nnz); the alternating and Dykstra
-        steps also project onto the affine set *within the support*, which
-        means solving ``(D + A_E) mu = 1 - G1`` (signless Laplacian of E) by a
-        warm-started CG, O(nnz) per CG step -- see
-        :mod:`bigclust.normalize._bbs_sparse`.
-    solver : {"alternating", "dykstra", "dual"}
-        ``"alternating"``: the paper's Alg. 1, projections onto
-        ``{G = G^T, G1 = 1}`` and ``{G >= 0}`` alternated from ``G = K``, one
-        fused in-place pass per iteration; reaches a feasible point, not the
-        nearest one.  ``"dykstra"``: Dykstra's corrected projections, which
-        converge to the exact minimiser ``argmin ||G - K||_F``; run on the
-        equivalent dual vector with read-only passes over K.  ``"dual"``:
-        semismooth Newton on ``sum_j max(K_ij + mu_i + mu_j, 0) = 1`` (exact
-        minimiser ``G = max(K + mu 1^T + 1 mu^T, 0)``, ~10-20 steps).
-    n_iter : int
-        Iterations (passes over K) for alternating/dykstra; maximum Newton
-        steps for dual.
-    tol : float or None
-        Stop when ``max_i |sum_j G_ij - 1| <= tol``.  None runs all ``n_iter``
-        iterations for alternating/dykstra and means ``1e-10`` for dual.
-    y : array-like, optional
-        Class labels, for MC in the history.
-    record_every : int
-        Record ``(iteration, MB, MC)`` every that many iterations (0: never).
-        MB is free; MC costs one fused class-sum pass per record.
-    return_info : bool
-        Also return a :class:`NormalizeInfo` (``info.mu`` and ``info.kkt`` for
-        the exact solvers).
-    dtype : {None, float32, float64}
-        Storage type of G (accumulations are always float64); None keeps a
-        float32 K in float32 and makes everything else float64.
-    self_loops : {"keep", "drop", "cap"}
-        Sparse K only: what the support does with K's stored diagonal.
-        ``"keep"`` projects onto K's pattern as it is; ``"drop"`` removes the
-        diagonal from the support (``G_ii = 0``; a row holding only its
-        diagonal keeps it); ``"cap"`` lowers ``K_ii`` to the row's largest
-        off-diagonal entry.  On a kNN kernel the self-loop is the largest of
-        about k entries of its row and lets outlying points keep their whole
-        mass on the diagonal, cut off from the graph (see
-        :mod:`bigclust.normalize._bbs_sparse`); the pipeline's ``[bbs]
-        self_loops`` chooses.  Ignored for dense K (one entry of n per row).
-
-    Returns
-    -------
-    G : ndarray, or CSR sparse matrix on K's pattern, or ``(G, info)``.
-
-    Raises
-    ------
-    DataError
-        K not square, not finite, not symmetric; sparse K with an asymmetric
-        pattern or an empty row.
-    UserError
-        Unknown solver, bad ``n_iter`` / ``tol`` / ``dtype``.
-    """
-    if solver not in SOLVERS:
-        raise UserError(f"unknown BBS solver {solver!r} (choose from {', '.join(SOLVERS)})")
-    if self_loops not in SELF_LOOPS:
-        raise UserError(f"unknown self_loops {self_loops!r} (choose from {', '.join(SELF_LOOPS)})")
-    n_iter, tol = check_int("n_iter", n_iter, 0), check_tol(tol)
-    if solver == "dual" and tol is None:
-        tol = DUAL_TOL
-    if sp.issparse(K):
-        from bigclust.normalize import _bbs_sparse as impl
-
-        Kc, _ = check_sparse(K, "BBS")
-        Kc = impl.self_loop_support(Kc, self_loops)
-        dt = storage_dtype(dtype, Kc.dtype)
-        hist = History(labels(y, Kc.shape[0]), record_every)
-        if solver == "alternating":
-            G, info = impl.alternating(K, Kc, dt, n_iter, tol, hist)
-        elif solver == "dykstra":
-            G, info = impl.dykstra(K, Kc, dt, n_iter, tol, hist)
-        else:
-            G, info = impl.dual(K, Kc, dt, n_iter, tol, hist)
-    else:
-        from bigclust.normalize import _bbs_dense as impl
-
-        Kc, _, asym = check_dense(K, "BBS")
-        dt = storage_dtype(dtype, Kc.dtype)
-        hist = History(labels(y, Kc.shape[0]), record_every)
-        if solver == "alternating":
-            G, info = impl.alternating(Kc, dt, asym, n_iter, tol, hist)
-        elif solver == "dykstra":
-            G, info = impl.dykstra(Kc, dt, n_iter, tol, hist)
-        else:
-            G, info = impl.dual(Kc, dt, n_iter, tol, hist)
-    return (G, info) if return_info else G
+def __getattr__(name):
+    if name in _WHERE:
+        value = getattr(import_module(f"{__name__}.{_WHERE[name]}"), name)
+        globals()[name] = value   # found once; later lookups do not come here
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-METHODS = {"ra": ra, "ncut": ncut, "sk": sinkhorn, "sinkhorn": sinkhorn, "bbs": bbs}
-
-
-def normalize(K, method, **params):
-    """Dispatch by name, for the pipeline: ``"ra"``, ``"ncut"``, ``"sk"`` (``"sinkhorn"``), ``"bbs"``.
-
-    ``params`` go to the named function unchanged (``y``, ``record_every`` and
-    ``return_info`` are accepted by all of them); an unknown method or a
-    parameter the method does not take raises :class:`~bigclust._util.errors.UserError`.
-    """
-    try:
-        fn = METHODS[method]
-    except (KeyError, TypeError):
-        raise UserError(f"unknown normalisation method {method!r} (choose from ra, ncut, sk, bbs)") from None
-    accepted = set(inspect.signature(fn).parameters) - {"K"}
-    unknown = sorted(set(params) - accepted)
-    if unknown:
-        raise UserError(f"normalisation {method!r} does not take {', '.join(unknown)} "
-                        f"(it takes {', '.join(sorted(accepted))})")
-    return fn(K, **params)
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))

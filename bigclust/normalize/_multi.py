@@ -30,9 +30,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from bigclust.normalize import _bbs_dense, _bbs_sparse
-from bigclust.normalize._common import (History, NormalizeInfo, check_dense, check_int, check_sparse, check_tol, kernels,
-                      like_sparse)
 from bigclust._util import progress
+from bigclust.normalize._common import History, NormalizeInfo, check_int, check_tol, kernels, like_sparse
+from bigclust.normalize.checks import check_dense, check_sparse
 from bigclust._util.errors import DataError, UserError
 
 

@@ -187,16 +187,6 @@ def bbs_alt_pass_class(G_block, r, S, row0, y, r_out, rc_out):
         r_out[i], rc_out[i] = _alt_row_class(G_block, i, r[row0 + i], r, c, inv_n, y, y[row0 + i])
 
 
-@njit(nogil=True)
-def bbs_alt_pass_class_serial(G_block, r, S, row0, y, r_out, rc_out):
-    """:func:`bbs_alt_pass_class` without ``prange``, for use inside Dask blocks."""
-    n = r.shape[0]
-    inv_n = 1.0 / n
-    c = (1.0 + S * inv_n) * inv_n
-    for i in range(G_block.shape[0]):
-        r_out[i], rc_out[i] = _alt_row_class(G_block, i, r[row0 + i], r, c, inv_n, y, y[row0 + i])
-
-
 # -- BBS, dual form G = max(K + mu 1^T + 1 mu^T, 0) (Dykstra and Newton) --------
 
 
@@ -208,13 +198,6 @@ def bbs_dual_rowsums(K_block, mu, row0, r_out):
     (b,) float64 OUT.  One Dykstra iteration, or ``F(mu) + 1`` for Newton.
     """
     for i in prange(K_block.shape[0]):
-        r_out[i] = _dual_row(K_block, i, mu[row0 + i], mu)
-
-
-@njit(nogil=True)
-def bbs_dual_rowsums_serial(K_block, mu, row0, r_out):
-    """:func:`bbs_dual_rowsums` without ``prange``, for use inside Dask blocks."""
-    for i in range(K_block.shape[0]):
         r_out[i] = _dual_row(K_block, i, mu[row0 + i], mu)
 
 
@@ -360,13 +343,6 @@ def sk_form(K_block, u, v, row0, P_out, r_out):
     Each entry is ``(u_i K_ij) v_j`` in float64, rounded once to P's type.
     """
     for i in prange(K_block.shape[0]):
-        r_out[i] = _form_row(K_block, i, u[row0 + i], v, P_out)
-
-
-@njit(nogil=True)
-def sk_form_serial(K_block, u, v, row0, P_out, r_out):
-    """:func:`sk_form` without ``prange``, for use inside Dask blocks."""
-    for i in range(K_block.shape[0]):
         r_out[i] = _form_row(K_block, i, u[row0 + i], v, P_out)
 
 

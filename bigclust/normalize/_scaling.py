@@ -24,9 +24,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from bigclust.normalize._common import (History, NormalizeInfo, check_dense, check_int, check_sparse, check_tol, csr_kernels,
-                      kernels, labels, like_sparse, row_ids, warn_not_converged)
 from bigclust._util import progress
+from bigclust.normalize._common import (History, NormalizeInfo, check_int, check_tol, csr_kernels, kernels, labels,
+                                        like_sparse, row_ids, warn_not_converged)
+from bigclust.normalize.checks import check_dense, check_sparse
 from bigclust._util.errors import DataError, UserError
 
 

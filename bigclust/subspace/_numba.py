@@ -164,6 +164,8 @@ def cached_inverse(G, shift, L, cache, keys, state):
 @njit
 def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax, L, cache, keys, state, c, z, u,
              rhs, zprev, tr):
+    # one Numba kernel: the ADMM loop keeps its scratch vectors in registers/cache; calls to helpers
+    # inside the loop would pass all of them (it is the hot loop of the subspace stage)
     """ADMM for ``min_c 1/2 ||x - A c||^2 + ridge/2 ||c||^2 + sum_p thr[p] |c_p|`` (one column).
 
     Splitting c = z (Boyd et al. 2011, section 6.4, with the unscaled dual u):

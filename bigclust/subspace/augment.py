@@ -40,7 +40,6 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.utils import check_random_state
 
 from bigclust._util.errors import DataError, UserError
 
@@ -115,6 +114,8 @@ def _plan(n, flip, n_rotations, n_scalings, rotation_range, scale_range, random_
     lo_s, hi_s = _check_range("scale_range", scale_range, lambda lo: lo > 0)
     if not (bool(flip) or n_rotations or n_scalings):
         raise UserError("no augmentation requested: set flip=True, n_rotations > 0 or n_scalings > 0")
+    from sklearn.utils import check_random_state  # sklearn loads in seconds: only when augmenting
+
     rs = check_random_state(random_state)
     angles = rs.uniform(lo_r, hi_r, size=(n, n_rotations))
     scales = rs.uniform(lo_s, hi_s, size=(n, n_scalings))
@@ -275,6 +276,8 @@ def interpolate(X, y, n_per_class, *, n_mix=2, weights="uniform", random_state=N
     classes = np.unique(y[y >= 0])
     if classes.size == 0:
         raise DataError("linear interpolation needs labelled samples (all y are -1)")
+    from sklearn.utils import check_random_state  # sklearn loads in seconds: only when augmenting
+
     rs = check_random_state(random_state)
     rows, srcs, labs = [], [], []
     for c in classes:
@@ -293,3 +296,55 @@ def interpolate(X, y, n_per_class, *, n_mix=2, weights="uniform", random_state=N
             srcs.append(src)
             labs.append(c)
     return np.asarray(rows), np.asarray(srcs, dtype=np.int64), np.asarray(labs, dtype=np.int64)
+
+
+# -- presets by name ---------------------------------------------------------------------------
+
+
+def augment(X, augment="coil20", *, image_shape=None, order=None, random_state=None):
+    """Augment image rows with a preset name or a dict of :func:`augment_images` options.
+
+    Parameters
+    ----------
+    X : array-like (n, h*w)
+    augment : str or dict
+        ``"coil20"`` (32x32 column-major, flip + 5 rotations + 5 scalings),
+        ``"mnist"`` (28x28 row-major, 5 rotations + 5 scalings), or a dict of
+        keyword arguments of :func:`augment_images` (``image_shape`` and
+        ``order`` may also be given here or as arguments).
+    image_shape, order : override the preset's.
+    random_state : None, int or RandomState
+
+    Returns
+    -------
+    X_aug : ndarray (n*m, h*w)
+    origin : ndarray of int64 (n*m,)
+    """
+    opts = _augment_options(augment, image_shape, order)
+    return augment_images(X, random_state=random_state, **opts)
+
+
+def _augment_options(augment, image_shape, order):
+    if isinstance(augment, str):
+        if augment not in PRESETS:
+            raise UserError(f"unknown augmentation preset {augment!r}; expected {', '.join(PRESETS)} or a dict")
+        opts = dict(PRESETS[augment])
+    elif isinstance(augment, dict):
+        opts = dict(augment)
+    else:
+        raise UserError(f"augment must be None, a preset name or a dict, got {type(augment).__name__}")
+    if image_shape is not None:
+        opts["image_shape"] = image_shape
+    if order is not None:
+        opts["order"] = order
+    opts.setdefault("order", "C")
+    if opts.get("image_shape") is None:
+        raise DataError("augmentation needs image data: give image_shape=(height, width)")
+    return opts
+
+
+def image_layout(augment, image_shape=None, order=None):
+    """``(image_shape, order)``: the arguments, else the augmentation preset's (``(None, "C")`` when neither)."""
+    base = PRESETS.get(augment, {}) if isinstance(augment, str) else (augment if isinstance(augment, dict) else {})
+    return (image_shape if image_shape is not None else base.get("image_shape"),
+            order if order is not None else base.get("order", "C"))

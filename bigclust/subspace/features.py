@@ -216,7 +216,6 @@ def image_features(X, X_aug, features, *, image_shape=None, order="C", pca=0):
         raise UserError(f"features={features!r} must be one of {', '.join(map(repr, FEATURES))}")
     if features == "pixels":
         if pca:
-            from bigclust.subspace import features_after_augmentation
             X, X_aug = features_after_augmentation(X, X_aug, pca)
         return X, X_aug
     if image_shape is None:
@@ -247,3 +246,15 @@ def _digest(A):
     import hashlib
     A = np.ascontiguousarray(A)
     return hashlib.sha1(f"{A.dtype}{A.shape}".encode() + A.tobytes()).hexdigest()
+
+
+def features_after_augmentation(X, X_aug, n_components):
+    """Centred PCA features of the originals and the augmented samples, fitted on both together.
+
+    Returns ``(F, F_aug)`` (``F_aug`` None without augmentation), ``n_components`` columns each.
+    """
+    from bigclust.algo.preprocess import pca_fit, pca_transform
+    allx = X if X_aug is None else np.vstack([X, X_aug])
+    mean, comps = pca_fit(allx, int(n_components))
+    F = pca_transform(np.asarray(X, dtype=np.float64), mean, comps)
+    return F, (None if X_aug is None else pca_transform(np.asarray(X_aug, dtype=np.float64), mean, comps))

@@ -51,6 +51,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bigclust._util.errors import UserError
+from bigclust.subspace._common import ConvergenceWarning, assemble
 
 
 def svt(M, tau, method="exact", rank=None, random_state=0):
@@ -122,11 +123,10 @@ def lrr(Xs, dictionary, neighbors, lam, *, rho=None, rho_max=1e8, eta=1.1, tol=1
     C, it, conv, keep = lrr_knn(Xs, dictionary.atoms, neighbors, lam, rho=lam if rho is None else rho,
                                 rho_max=rho_max, eta=eta, tol=tol, max_iter=max_iter, svt_method=svt_method,
                                 rank=rank, random_state=random_state, kernels=_numba)
-    from bigclust.subspace.selfexpr import ConvergenceWarning, _assemble
     if not conv:
         warnings.warn(f"LRR: inexact ALM reached max_iter={max_iter} before tol={tol}", ConvergenceWarning,
                       stacklevel=3)
-    Cs = _assemble(neighbors, C, dictionary)
+    Cs = assemble(neighbors, C, dictionary)
     info = dict(lam=lam, n_iter=it, converged=conv, rank=keep)
     return (Cs, info) if return_info else Cs
 

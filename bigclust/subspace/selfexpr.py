@@ -34,8 +34,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from bigclust._util import progress
-from bigclust._util.convergence import ConvergenceWarning as _ConvergenceWarning
 from bigclust._util.errors import DataError, UserError
+from bigclust.subspace._common import ConvergenceWarning, assemble
 from bigclust.subspace.dictionary import Dictionary, _unit_rows
 
 REGULARIZERS = ("l1", "l2", "nuclear")
@@ -49,10 +49,6 @@ EPS_REL = 1e-5
 MAX_ITER = 5000
 RHO_L1 = 0.1
 RELAX = 1.8
-
-
-class ConvergenceWarning(_ConvergenceWarning):
-    """Some columns stopped on ``max_iter`` before the ADMM residual tests were met (or LRR's ALM before tol)."""
 
 
 def _kernels():
@@ -110,6 +106,7 @@ def ssc_lambda(X, dictionary, neighbors, alpha=ALPHA):
 def self_expression(X, dictionary, neighbors, regularizer="l1", lam=None, *, alpha=ALPHA, rho=None,
                     eps_abs=EPS_ABS, eps_rel=EPS_REL, max_iter=MAX_ITER, adaptive_rho=True, relax=RELAX,
                     thresholds=None, return_info=False, **lrr_options):
+    # over 80 lines by its numpydoc docstring (59 lines); the code is one dispatch per regularizer
     """Self-expressive coefficient matrix of the originals over the dictionary.
 
     Parameters
@@ -187,7 +184,7 @@ def self_expression(X, dictionary, neighbors, regularizer="l1", lam=None, *, alp
         else:
             out = np.empty(nb.shape)
             _kernels().ridge_columns(dictionary.atoms, Xs, nb, lam, out)
-            C = _assemble(nb, out, dictionary)
+            C = assemble(nb, out, dictionary)
             info = dict(lam=lam, n_iter=np.zeros(dictionary.n, dtype=np.int64), converged=True)
         return (C, info) if return_info else C
     # l1
@@ -211,7 +208,7 @@ def self_expression(X, dictionary, neighbors, regularizer="l1", lam=None, *, alp
             raise DataError(f"thresholds must be non-negative with the shape of neighbors {nb.shape}")
         C, its, conv = admm_knn(Xs, dictionary.atoms, nb, thr, 0.0, rho, eps_abs, eps_rel, int(max_iter),
                                 adaptive_rho, float(relax))
-        C = _assemble(nb, C, dictionary)
+        C = assemble(nb, C, dictionary)
     n_bad = int((~conv).sum())
     if n_bad:
         warnings.warn(f"ADMM: {n_bad} of {dictionary.n} columns reached max_iter={max_iter} before the "
@@ -237,17 +234,6 @@ def admm_knn(Xs, D, nb, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive=Tr
                                     conv[a:b])
             bar.update(b - a)
     return out, its, conv
-
-
-def _assemble(nb, coef, dictionary):
-    """COO triplets (atom, sample, value) -> CSC (N, n), exact zeros dropped."""
-    n, k = nb.shape
-    cols = np.repeat(np.arange(n, dtype=np.int64), k)
-    vals = coef.ravel()
-    keep = vals != 0
-    C = sp.csc_matrix((vals[keep], (nb.ravel()[keep], cols[keep])), shape=(dictionary.n_atoms, n))
-    C.sort_indices()
-    return C
 
 
 def _excluded_mask(dictionary):

@@ -2,7 +2,7 @@
 
 The rows are partitioned into C cells by a Lloyd k-means on a seeded sample
 (:func:`ivf_partition`); every row is assigned to its nearest centroid.  The
-rows of one cell are then searched exactly (:func:`bigclust.algo.knn.knn_exact`,
+rows of one cell are then searched exactly (:func:`bigclust.algo.knn.exact.knn_exact`,
 blocked GEMM) against the rows of the ``nprobe`` cells whose centroids are
 nearest to that cell's centroid (the cell itself first), and the results are
 mapped back to global row ids (:func:`search_cells`).  A point whose true
@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from bigclust._util.errors import UserError
+from bigclust.algo.knn.exact import _dense, knn_exact
 
 #: C = n / ROWS_PER_CELL cells: at n = 70000 (273 cells) the same as the sqrt(n) cells measured first;
 #: at n = 1M smaller cells with more probes gave more recall per row scanned than sqrt(n) cells
@@ -68,8 +69,6 @@ def resolve(n, n_cells=0, n_probe=0):
 
 def _nearest(C, Y):
     """Index of the nearest row of C for every row of Y (exact blocked search)."""
-    from bigclust.algo.knn import knn_exact
-
     ind, _ = knn_exact(C, 1, queries=Y)
     return ind[:, 0]
 
@@ -96,8 +95,6 @@ def ivf_partition(X, n_cells, n_probe, *, random_state=0, n_iter=LLOYD_ITER):
         Per cell, the cells searched: itself first, then the nearest other
         centroids by increasing distance.
     """
-    from bigclust.algo.knn import _dense
-
     X = _dense(X)
     n = X.shape[0]
     C, P = resolve(n, n_cells, n_probe)
@@ -115,8 +112,6 @@ def ivf_partition(X, n_cells, n_probe, *, random_state=0, n_iter=LLOYD_ITER):
     cell = _nearest(cent, X).astype(np.int64)
     probes = np.empty((C, P), dtype=np.int64)
     if P > 1:
-        from bigclust.algo.knn import knn_exact
-
         # the P - 1 nearest other centroids (a self search excludes each centroid itself)
         others, _ = knn_exact(cent, P - 1)
         probes[:, 1:] = others
@@ -166,8 +161,6 @@ def search_cells(X, k, order, off, probes, cells):
         Euclidean distances recomputed in float64; rows sorted by
         (distance, index) after the row itself.
     """
-    from bigclust.algo.knn import knn_exact
-
     out_r, out_i, out_d = [], [], []
     for c in cells:
         q = order[off[c]:off[c + 1]]
@@ -226,8 +219,6 @@ def cell_groups(off, chunk_rows):
 
 def knn_ivf_lists(X, k, *, n_cells=0, n_probe=0, random_state=0):
     """IVF neighbour lists of every row, the row itself first: ``(ind int64, dist float64)``, (n, k)."""
-    from bigclust.algo.knn import _dense
-
     X = _dense(X)
     n = X.shape[0]
     if not 1 <= k <= n:

@@ -7,7 +7,7 @@ import numpy as np
 
 from bigclust.algo.blocks import map_blocks
 from bigclust._util.errors import DataError, UserError
-from bigclust.normalize import NormalizeConvergenceWarning
+from bigclust.normalize._common import NormalizeConvergenceWarning, check_tol
 
 #: rows sampled (evenly spaced) for the streaming symmetry check
 N_SYMMETRY_ROWS = 16
@@ -74,9 +74,7 @@ def _check_args(n_iter, tol, record_every):
     for name, v in (("n_iter", n_iter), ("record_every", record_every)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise UserError(f"{name} must be an integer >= 0, got {v!r}")
-    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not tol > 0):
-        raise UserError(f"tol must be a positive number or None, got {tol!r}")
-    return int(n_iter), (None if tol is None else float(tol)), int(record_every)
+    return int(n_iter), check_tol(tol), int(record_every)
 
 
 def _not_converged(what, t, err, tol):

@@ -5,7 +5,7 @@ import numpy as np
 
 from bigclust._util import progress
 from bigclust._util.errors import DataError, UserError
-from bigclust.normalize import NormalizeInfo
+from bigclust.normalize._common import NormalizeInfo
 from bigclust.algo.blocks import blocks_for, budget, map_blocks, read_rows
 from bigclust._util.plan import consumer_rows
 from bigclust.normalize.ooc._io import _check, _check_args, _first_pass, _not_converged, _scan_part
