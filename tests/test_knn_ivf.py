@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from bigclust.algo.knn import ivf as knn_ivf
-from bigclust.pipeline.stages import knn as knn_stage
+from bigclust.pipeline import resumable
 from bigclust.algo.affinity import kernel_from_neighbors
 from bigclust._util.errors import UserError
 from bigclust.algo.knn import knn_exact, knn_search, recall
@@ -136,12 +136,12 @@ def test_stage_equals_one_call_and_resumes_only_missing_chunks(tmp_path, make_co
 
     monkeypatch.setattr(knn_ivf, "search_cells", failing)
     cfg = _ivf_config(make_config, p, store="part.zarr", out="o2")
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match="^killed$"):   # the injected kill, no other
         run(cfg)
     store = tmp_path / "part.zarr"
     assert Store(store).stage_keys("affinity") == []
     (work,) = (store / "work").iterdir()
-    assert knn_stage.finished_chunks(work) == {0, 1, 2} and (work / "partition").exists()
+    assert resumable.chunks_done(work) == {0, 1, 2} and (work / "partition").exists()
 
     recomputed, parts = [], []
     monkeypatch.setattr(knn_ivf, "search_cells",

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from bigclust.pipeline import resumable
 from bigclust.pipeline.stages import knn as knn_stage
 from bigclust.pipeline.runner import run
 from bigclust.pipeline.store import Store, read_matrix
@@ -83,12 +84,12 @@ def test_resume_recomputes_only_missing_chunks(tmp_path, make_config, monkeypatc
 
     monkeypatch.setattr(knn_stage, "neighbors_of_rows", failing)
     cfg = _config(make_config, p, store="part.zarr", out="o2")
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match="^killed$"):   # the injected kill, no other
         run(cfg)
     store = tmp_path / "part.zarr"
     assert Store(store).stage_keys("affinity") == []          # nothing committed
     (work,) = (store / "work").iterdir()
-    assert knn_stage.finished_chunks(work) == {0, 1, 2, 3}
+    assert resumable.chunks_done(work) == {0, 1, 2, 3}
 
     monkeypatch.setattr(knn_stage, "neighbors_of_rows", search)
     recomputed = []
@@ -96,7 +97,7 @@ def test_resume_recomputes_only_missing_chunks(tmp_path, make_config, monkeypatc
     run(cfg)
     total = -(-N // CHUNK)
     K, nbr, attrs = _affinity(store)
-    assert sorted(recomputed) == [r0 for _, r0, _ in knn_stage.chunk_bounds(N, CHUNK)][4:]
+    assert sorted(recomputed) == [r0 for _, r0, _ in resumable.chunk_bounds(N, CHUNK)][4:]
     assert attrs["knn_chunks"] == [total, total - 4, 4] and attrs["knn_chunks_computed"] == list(range(4, total))
     np.testing.assert_array_equal(nbr, nbr_whole)
     assert (K != K_whole).nnz == 0 and sp.issparse(K)
@@ -104,13 +105,13 @@ def test_resume_recomputes_only_missing_chunks(tmp_path, make_config, monkeypatc
 
 def test_other_chunk_size_starts_afresh(tmp_path):
     work = tmp_path / "w"
-    g = knn_stage._open_work(work, 100, 5, 10)
+    g = knn_stage.open_work(work, 100, 5, 10)
     (work / "done" / "3").write_text("x")
-    assert knn_stage.finished_chunks(work) == {3}
-    knn_stage._open_work(work, 100, 5, 10)
-    assert knn_stage.finished_chunks(work) == {3}               # same shape: kept
-    knn_stage._open_work(work, 100, 5, 20)
-    assert knn_stage.finished_chunks(work) == set() and g is not None
+    assert resumable.chunks_done(work) == {3}
+    knn_stage.open_work(work, 100, 5, 10)
+    assert resumable.chunks_done(work) == {3}                   # same shape: kept
+    knn_stage.open_work(work, 100, 5, 20)
+    assert resumable.chunks_done(work) == set() and g is not None
 
 
 def test_sigkill_mid_stage_then_resume(tmp_path, make_config):
@@ -137,13 +138,13 @@ def test_sigkill_mid_stage_then_resume(tmp_path, make_config):
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         works = list(work_root.iterdir()) if work_root.exists() else []
-        if works and len(knn_stage.finished_chunks(works[0])) >= 3:
+        if works and len(resumable.chunks_done(works[0])) >= 3:
             break
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     (work,) = work_root.iterdir()
-    before = knn_stage.finished_chunks(work)
+    before = resumable.chunks_done(work)
     total = -(-N // CHUNK)
     assert 3 <= len(before) < total
     run(cfg)

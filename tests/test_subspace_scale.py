@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from bigclust.pipeline import resumable
 from bigclust.pipeline.runner import run
 from bigclust.pipeline.store import Store, read_matrix
 from bigclust.subspace import build_dictionary, knn_dictionary, self_expression, ssc_lambda
@@ -147,15 +148,15 @@ def test_sigkill_mid_coefficients_then_resume(tmp_path, make_config):
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
         works = list(work_root.iterdir()) if work_root.exists() else []
-        if works and len(scale.coef_chunks_done(works[0])) >= 2:
+        if works and len(resumable.chunks_done(works[0], "coef-")) >= 2:
             break
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     (work,) = work_root.iterdir()
-    before = scale.coef_chunks_done(work)
+    before = resumable.chunks_done(work, "coef-")
     total = -(-N_PER * N_CLS // CHUNK)
-    assert 2 <= len(before) < total and "knn" in scale.finished(work)
+    assert 2 <= len(before) < total and "knn" in resumable.finished(work)
     assert Store(tmp_path / "k.zarr").stage_keys("subspace") == []      # nothing committed
     run(cfg)
     K, attrs, lab, g = _stage(tmp_path / "k.zarr")

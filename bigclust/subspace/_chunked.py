@@ -2,10 +2,10 @@
 
 ``[subspace] chunk_cols = c > 0`` runs the pipeline's subspace stage here
 instead of in one in-memory call (:func:`bigclust.subspace.subspace_affinity`).
-Every step writes into a scratch zarr group of the store, ``work/subspace-<key>``
-(beside the kNN stage's, not under ``tmp/``), behind a marker file that is
-written only once its arrays are (an atomic rename), so a run killed anywhere
-resumes at the first step or chunk without a marker:
+Every step writes into the stage's scratch group in the store, ``work/subspace-<key>``,
+behind a marker that is written only once its arrays are
+(:mod:`bigclust.pipeline.resumable`, as the chunked kNN stage's), so a run
+killed anywhere resumes at the first step or chunk without a marker:
 
 1. augmentation, in chunks of ``[subspace] augment_chunk_rows`` source images:
    rows ``a`` of ``aug`` are the images, ``origin[a]`` their source sample
@@ -35,62 +35,21 @@ sizes, features, augmentation, seed); a resume with other values starts afresh.
 """
 from __future__ import annotations
 
-import os
 import resource
 import shutil
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
 from bigclust._util.errors import UserError
+from bigclust.pipeline import resumable
 
 #: rows per chunk of the PCA passes (the in-memory path's default, so the sums are added in the same order)
 PCA_CHUNK_ROWS = 4096
 
 
-def _say(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
 def _peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def mark(work: Path, name: str, text: str = ""):
-    """Write the marker ``work/done/<name>`` atomically (after the data it vouches for)."""
-    done = Path(work) / "done"
-    tmp = done / f".{name}.{os.getpid()}"
-    tmp.write_text(text + "\n")
-    os.replace(tmp, done / name)
-
-
-def finished(work: Path) -> set[str]:
-    """Names of the markers present."""
-    d = Path(work) / "done"
-    return {f.name for f in d.iterdir() if not f.name.startswith(".")} if d.exists() else set()
-
-
-def coef_chunks_done(work: Path) -> set[int]:
-    """Coefficient chunks whose marker exists."""
-    return {int(m[5:]) for m in finished(work) if m.startswith("coef-")}
-
-
-def open_work(work: Path, want: dict):
-    """The scratch group, reused when it was made for the same ``want`` attributes; else afresh."""
-    import zarr
-
-    if (work / "zarr.json").exists():
-        g = zarr.open_group(str(work), mode="r+")
-        if {key: g.attrs.get(key) for key in want} == want:
-            return g
-        shutil.rmtree(work)
-    work.parent.mkdir(parents=True, exist_ok=True)
-    g = zarr.open_group(str(work), mode="w")
-    g.attrs.update(want)
-    (work / "done").mkdir(exist_ok=True)
-    return g
 
 
 class _Stacked:
@@ -115,10 +74,21 @@ class _Stacked:
 # -- steps 1-3: augmentation, features, kNN -------------------------------------------------------
 
 
-def augment_step(X, g, work, preset, seed, chunk_rows, log=_say):
-    """Augmented images into ``g["aug"]`` and ``g["origin"]``, chunk by chunk (markers ``aug-<i>``)."""
+def _augment_task(X, g, shape, order, flip, angles, scales, dtype, per, r0, r1):
+    """One chunk of source images (rows r0:r1 of X): their copies into ``g["aug"]``, sources in ``g["origin"]``."""
+    from bigclust.subspace.augment import _transform_rows
+
+    if not np.all(np.isfinite(np.asarray(X[r0:r1]))):
+        from bigclust._util.errors import DataError
+        raise DataError(f"X rows {r0}..{r1 - 1} contain NaN or infinite values")
+    g["aug"][r0 * per:r1 * per] = _transform_rows(X, r0, r1, shape, order, flip, angles, scales, dtype)
+    g["origin"][r0 * per:r1 * per] = np.repeat(np.arange(r0, r1, dtype=np.int64), per)
+
+
+def augment_step(X, g, work, preset, seed, chunk_rows, log=resumable.say):
+    """Augmented images into ``g["aug"]`` and ``g["origin"]``, chunk by chunk here (markers ``aug-<i>``)."""
     from bigclust.subspace import _augment_options
-    from bigclust.subspace.augment import _check_images, _plan, _transform_rows
+    from bigclust.subspace.augment import _check_images, _plan
 
     opts = _augment_options(preset, None, None)
     n, d = X.shape
@@ -128,33 +98,24 @@ def augment_step(X, g, work, preset, seed, chunk_rows, log=_say):
                                  opts["rotation_range"], opts["scale_range"], seed)
     per = int(flip) + angles.shape[1] + scales.shape[1]
     dtype = np.float32 if X.dtype == np.float32 else np.float64
-    if "aug" not in g:
-        g.create_array("aug", shape=(n * per, d), chunks=(chunk_rows * per, d), dtype=dtype)
-        g.create_array("origin", shape=(n * per,), chunks=(chunk_rows * per,), dtype=np.int64)
-    have = finished(work)
-    t0, made = time.perf_counter(), 0
-    for i, r0 in enumerate(range(0, n, chunk_rows)):
-        if f"aug-{i}" in have:
-            continue
-        r1 = min(n, r0 + chunk_rows)
-        block = np.asarray(X[r0:r1])
-        if not np.all(np.isfinite(block)):
-            from bigclust._util.errors import DataError
-            raise DataError(f"X rows {r0}..{r1 - 1} contain NaN or infinite values")
-        g["aug"][r0 * per:r1 * per] = _transform_rows(X, r0, r1, shape, opts["order"], flip, angles, scales, dtype)
-        g["origin"][r0 * per:r1 * per] = np.repeat(np.arange(r0, r1, dtype=np.int64), per)
-        mark(work, f"aug-{i}")
-        made += 1
-    log(f"  subspace: augmentation {n} x {per} images ({made} chunks computed) {time.perf_counter() - t0:.1f} s")
+    if "origin" not in g:  # made second: a run killed between the two makes both again (no aug chunk is done)
+        g.create_array("aug", shape=(n * per, d), chunks=(chunk_rows * per, d), dtype=dtype, overwrite=True)
+        g.create_array("origin", shape=(n * per,), chunks=(chunk_rows * per,), dtype=np.int64, overwrite=True)
+    t0, chunks = time.perf_counter(), resumable.chunk_bounds(n, chunk_rows)
+    made = resumable.run_chunks(work, chunks, _augment_task, lambda i, r0, r1: (r0, r1), prefix="aug-",
+                                shared=(X, g, shape, opts["order"], flip, angles, scales, dtype, per), log=log,
+                                title=f"subspace: augmentation in {len(chunks)} chunks of {chunk_rows} images",
+                                what="augmentation chunk")
+    log(f"  subspace: augmentation {n} x {per} images ({len(made)} chunks computed) {time.perf_counter() - t0:.1f} s")
     return g["aug"], g["origin"]
 
 
-def features_step(X, g, work, aug, origin, n_components, log=_say):
+def features_step(X, g, work, aug, origin, n_components, log=resumable.say):
     """Unit-norm dictionary atoms (originals then copies) into ``g["atoms"]`` (marker ``atoms``)."""
     from bigclust.algo.preprocess import pca_fit, pca_transform
     from bigclust.subspace.dictionary import _unit_rows
 
-    if "atoms" in finished(work):
+    if "atoms" in resumable.finished(work):
         return np.asarray(g["atoms"][...])
     t0 = time.perf_counter()
     n = X.shape[0]
@@ -177,7 +138,7 @@ def features_step(X, g, work, aug, origin, n_components, log=_say):
             feat = pca_transform(blk, mean, comps) if n_components else blk
             out[n + a0:n + a0 + blk.shape[0]] = _unit_rows(feat, "X_aug")
     atoms[...] = out
-    mark(work, "atoms", f"{time.perf_counter() - t0:.3f}")
+    resumable.mark(work, "atoms", f"{time.perf_counter() - t0:.3f}")
     log(f"  subspace: features ({'PCA-' + str(n_components) if n_components else 'raw'}, {N} atoms) "
         f"{time.perf_counter() - t0:.1f} s")
     return out
@@ -194,26 +155,21 @@ def dictionary_of(atoms, n, origin):
     return D
 
 
-def knn_step(D, g, work, k, method, seed, log=_say):
+def knn_step(D, g, work, k, method, seed, log=resumable.say):
     """The supports N_i into ``g["nb"]`` (marker ``knn``)."""
     from bigclust.subspace.dictionary import knn_dictionary
 
-    if "knn" in finished(work):
+    if "knn" in resumable.finished(work):
         return np.asarray(g["nb"][...])
     t0 = time.perf_counter()
     nb = knn_dictionary(D, int(k), method=method, random_state=seed)
     g.create_array("nb", shape=nb.shape, dtype=np.int64, overwrite=True)[...] = nb
-    mark(work, "knn", f"{time.perf_counter() - t0:.3f}")
+    resumable.mark(work, "knn", f"{time.perf_counter() - t0:.3f}")
     log(f"  subspace: dictionary kNN ({method}, k={k}) {time.perf_counter() - t0:.1f} s")
     return nb
 
 
 # -- step 4: coefficient columns in chunks --------------------------------------------------------
-
-
-def chunk_bounds(n: int, chunk_cols: int):
-    """``(i, col0, col1)`` of every coefficient chunk."""
-    return [(i, c0, min(n, c0 + chunk_cols)) for i, c0 in enumerate(range(0, n, chunk_cols))]
 
 
 def gather_chunk(D, nb, c0, c1):
@@ -240,26 +196,19 @@ def solve_chunk(Xs, A, local_nb, regularizer, lam, max_iter=0):
     return admm_knn(Xs, A, local_nb, thr, 0.0, RHO_L1, EPS_ABS, EPS_REL, max_iter or MAX_ITER, True, RELAX)
 
 
-def coef_task(Xs, A, local_nb, regularizer, lam, work, i, c0, c1, max_iter=0):
-    """One chunk: solve, write its rows of ``coef`` / ``iters`` / ``conv``, then its marker.
-
-    Returns ``(i, seconds, peak RSS MB of the process)``.
-    """
+def coef_task(Xs, A, local_nb, regularizer, lam, work, c0, c1, max_iter=0):
+    """One chunk (columns c0:c1, here or on a worker): solve, then its rows of ``coef`` / ``iters`` / ``conv``."""
     import zarr
 
-    t0 = time.perf_counter()
     out, its, conv = solve_chunk(Xs, A, local_nb, regularizer, lam, max_iter)
     g = zarr.open_group(str(work), mode="r+")
     g["coef"][c0:c1] = out
     g["iters"][c0:c1] = its
     g["conv"][c0:c1] = conv
-    sec = time.perf_counter() - t0
-    mark(work, f"coef-{i}", f"{c0} {c1} {sec:.3f}")
-    return i, sec, _peak_rss_mb()
 
 
-def coefficients_chunked(D, nb, regularizer, lam, chunk_cols, work, *, client=None, log=_say, max_in_flight=4,
-                         max_iter=0):
+def coefficients_chunked(D, nb, regularizer, lam, chunk_cols, work, *, client=None, log=resumable.say,
+                         max_in_flight=4, max_iter=0):
     """All coefficient columns (n, k) by resumable chunks; returns ``(coef, iters, conv, computed)``.
 
     ``work`` is a folder (created if needed) holding the scratch arrays and markers;
@@ -268,66 +217,32 @@ def coefficients_chunked(D, nb, regularizer, lam, chunk_cols, work, *, client=No
     ``max_in_flight`` per worker submitted at a time, so the driver never holds
     more than that many gathered chunks); without one they run here in turn.
     """
-    import zarr
-
     if regularizer not in ("l1", "l2"):
         raise UserError(f"chunked coefficients are per column: regularizer {regularizer!r} is not "
                         "(LRR's nuclear norm couples the columns); set [subspace] chunk_cols = 0")
-    work = Path(work)
     n, k = nb.shape
     want = {"n": int(n), "k": int(k), "chunk_cols": int(chunk_cols), "regularizer": regularizer,
             "lam": float(lam)}
     if max_iter:                  # only when set: folders of earlier runs (without the key) stay resumable
         want["max_iter"] = int(max_iter)
-    g = zarr.open_group(str(work), mode="a") if work.exists() else None
-    if g is None or any(g.attrs.get("coef_" + key) != v for key, v in want.items()):
-        work.mkdir(parents=True, exist_ok=True)
-        (work / "done").mkdir(exist_ok=True)
-        for m in coef_chunks_done(work):
-            (work / "done" / f"coef-{m}").unlink()
-        g = zarr.open_group(str(work), mode="a")
-        g.create_array("coef", shape=(n, k), chunks=(chunk_cols, k), dtype=np.float64, overwrite=True)
-        g.create_array("iters", shape=(n,), chunks=(chunk_cols,), dtype=np.int64, overwrite=True)
-        g.create_array("conv", shape=(n,), chunks=(chunk_cols,), dtype=np.bool_, overwrite=True)
-        g.attrs.update({"coef_" + key: v for key, v in want.items()})
-    chunks = chunk_bounds(n, chunk_cols)
-    have = coef_chunks_done(work)
-    todo = [ch for ch in chunks if ch[0] not in have]
-    log(f"  subspace: coefficients in {len(chunks)} chunks of {chunk_cols} columns, {len(have)} finished "
-        f"earlier, {len(todo)} to compute")
-    computed, rss = [], []
-
-    def _done(i, sec, peak):
-        computed.append(i)
-        rss.append(peak)
-        log(f"  coefficient chunk {i + 1}/{len(chunks)} done ({sec:.1f} s; {len(have) + len(computed)}/{len(chunks)})")
-
-    if client is not None and todo:
-        from distributed import wait
-        window = max(1, max_in_flight * max(1, len(client.scheduler_info()["workers"])))
-        pending, queue = set(), list(todo)
-        while queue or pending:
-            while queue and len(pending) < window:
-                i, c0, c1 = queue.pop(0)
-                pending.add(client.submit(coef_task, *gather_chunk(D, nb, c0, c1), regularizer, float(lam),
-                                          str(work), i, c0, c1, max_iter, pure=False))
-            res = wait(pending, return_when="FIRST_COMPLETED")
-            for fut in res.done:
-                _done(*fut.result())
-            pending = res.not_done
-    else:
-        for i, c0, c1 in todo:
-            _done(*coef_task(*gather_chunk(D, nb, c0, c1), regularizer, float(lam), str(work), i, c0, c1, max_iter))
-    missing = set(range(len(chunks))) - coef_chunks_done(work)
-    if missing:  # pragma: no cover - a task that returned without its marker
-        raise RuntimeError(f"coefficient chunks {sorted(missing)[:5]} have no completion marker")
-    return np.asarray(g["coef"][...]), np.asarray(g["iters"][...]), np.asarray(g["conv"][...]), sorted(computed)
+    # a section of the stage's group: other settings redo the coefficients only, not steps 1-3
+    g = resumable.open_work(work, want, section="coef", arrays={
+        "coef": {"shape": (n, k), "chunks": (chunk_cols, k), "dtype": np.float64},
+        "iters": {"shape": (n,), "chunks": (chunk_cols,), "dtype": np.int64},
+        "conv": {"shape": (n,), "chunks": (chunk_cols,), "dtype": np.bool_}})
+    chunks = resumable.chunk_bounds(n, chunk_cols)
+    computed = resumable.run_chunks(
+        work, chunks, coef_task, lambda i, c0, c1: (*gather_chunk(D, nb, c0, c1), regularizer, float(lam),
+                                                    str(work), c0, c1, max_iter),
+        prefix="coef-", client=client, max_in_flight=max_in_flight, log=log,
+        title=f"subspace: coefficients in {len(chunks)} chunks of {chunk_cols} columns", what="coefficient chunk")
+    return np.asarray(g["coef"][...]), np.asarray(g["iters"][...]), np.asarray(g["conv"][...]), computed
 
 
 # -- the stage ------------------------------------------------------------------------------------
 
 
-def subspace_chunked(store_path, key, attrs, p, *, client=None, log=_say, **_):
+def subspace_chunked(store_path, key, attrs, p, *, client=None, log=resumable.say, **_):
     """The subspace stage's W by the streamed, resumable path (see the module docstring).
 
     ``p`` is the stage's :class:`bigclust.pipeline.stages.SubspaceParams` with ``chunk_cols > 0``.
@@ -340,7 +255,8 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=_say, **_):
     from bigclust.pipeline import methods
     from bigclust.pipeline.store import Store, read_matrix, write_csr, write_dense
     from bigclust.subspace.fold import affinity, fold_back
-    from bigclust.subspace.selfexpr import LAM_L2, ConvergenceWarning, _assemble, ssc_lambda
+    from bigclust.subspace._common import ConvergenceWarning, assemble
+    from bigclust.subspace.selfexpr import LAM_L2, ssc_lambda
 
     mp = methods.get(p.method).make(p.method_params)
     if mp.regularizer == "nuclear" or mp.n_neighbors == 0:
@@ -351,14 +267,12 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=_say, **_):
                         f"\"{mp.features}\" runs in memory only (set chunk_cols = 0)")
     store = Store(store_path)
     X = read_matrix(store.open(p.src, p.input), "X")
-    if hasattr(X, "toarray"):
-        X = X.toarray()
-    X = np.ascontiguousarray(X)
+    X = np.ascontiguousarray(X.toarray() if hasattr(X, "toarray") else X)
     n = X.shape[0]
-    work = Path(store_path) / "work" / f"subspace-{key}"
+    work = resumable.work_dir(store_path, "subspace", key)
     want = {"n": int(n), "augment": mp.augment, "pca": int(mp.pca), "seed": int(p.seed),
             "augment_chunk_rows": int(p.augment_chunk_rows), "k": int(mp.n_neighbors), "knn": p.knn or "auto"}
-    g = open_work(work, want)
+    g = resumable.open_work(work, want)
     times, cpu = {}, {}
     t0, c0 = time.perf_counter(), time.process_time()   # process CPU (all threads): meaningful on a loaded machine
     if mp.augment == "none":
@@ -390,9 +304,9 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=_say, **_):
         warnings.warn(f"ADMM: {n_bad} of {n} columns reached max_iter={mp.max_iter or MAX_ITER} before the "
                       "primal and dual residuals fell below their tolerances", ConvergenceWarning, stacklevel=2)
     t0, c0 = time.perf_counter(), time.process_time()
-    W = affinity(fold_back(_assemble(nb, coef, D), D))
+    W = affinity(fold_back(assemble(nb, coef, D), D))
     times["fold_seconds"], cpu["fold_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
-    total = len(chunk_bounds(n, int(p.chunk_cols)))
+    total = len(resumable.chunk_bounds(n, int(p.chunk_cols)))
     with store.write("subspace", key, attrs) as out:
         write_csr(out, "K", W)
         write_dense(out, "neighbors", nb)
