@@ -47,7 +47,7 @@ def test_scale_result_json_keys_and_plot(tmp_path):
         bs.scale_result(N, {"knn": [1.0, 2.0]}, {})
     bs.plot(res, tmp_path / "s.png")
     assert (tmp_path / "s.png").stat().st_size > 1000
-    text = bs.format_scale(res)
+    text = bs.format_report(res)
     assert "knn" in text and "1.00" in text
 
 

@@ -14,10 +14,9 @@ recorded and the ratios are the numbers to compare.
 from __future__ import annotations
 
 import os
-import statistics
-import time
 
-import numpy as np
+from bigclust.bench._data import load_points
+from bigclust.bench._measure import load_avg, machine, timed
 
 #: approximate searches measured, as (name in the report, library, parameters)
 APPROX_RUNS = (
@@ -40,30 +39,18 @@ def _search(X, k, lib, params):
     return knn_approx(X, k, lib, n_jobs=os.cpu_count(), **params)
 
 
-#: CPU seconds (all threads of this process) of the last :func:`_timed` call, median over its repeats
-_last_cpu = [0.0]
+def _record(res, key, run, recall=None):
+    """A measurement's median wall and CPU seconds, every wall time and recall into ``res``; one line on stderr.
 
-
-def _timed(fn, repeats):
-    """(median wall seconds, every wall time, last result) of ``fn()`` over ``repeats`` runs.
-
-    The median CPU time (user + system, every thread) goes to ``_last_cpu``: on a
-    shared machine it moves far less with the load than the wall time.
+    The line is there so that a run cut short still leaves its numbers; CPU
+    seconds (all threads of this process) move far less with the load of a
+    shared machine than wall seconds.
     """
-    times, cpu, out = [], [], None
-    for _ in range(max(1, repeats)):
-        t, c = time.perf_counter(), time.process_time()
-        out = fn()
-        times.append(time.perf_counter() - t)
-        cpu.append(time.process_time() - c)
-    _last_cpu[0] = statistics.median(cpu)
-    return statistics.median(times), times, out
-
-
-def _note(res, key):
-    """One progress line on stderr per measurement, so that a run cut short still leaves its numbers."""
     import sys
 
+    res[f"{key}_seconds"], res[f"{key}_times"], res[f"{key}_cpu_seconds"] = run.median, run.times, run.cpu
+    if recall is not None:
+        res[f"{key}_recall"] = recall
     print(f"{key}: {res.get(key + '_seconds')} s, cpu {res.get(key + '_cpu_seconds')} s, "
           f"recall {res.get(key + '_recall')}", file=sys.stderr, flush=True)
 
@@ -92,21 +79,15 @@ def _space(X, ks, repeats, exact_repeats, res, tag, runs):
             _search(W, min(ks), lib, params)
     exact = {}
     for k in ks:
-        med, times, (ind, _) = _timed(lambda: knn_exact(X, k), exact_repeats)
-        exact[k] = ind
-        res[f"{tag}_k{k}_exact_seconds"], res[f"{tag}_k{k}_exact_times"] = med, times
-        res[f"{tag}_k{k}_exact_cpu_seconds"] = _last_cpu[0]
-        res[f"{tag}_k{k}_exact_recall"] = 1.0
-        _note(res, f"{tag}_k{k}_exact")
+        run = timed(lambda: knn_exact(X, k), exact_repeats)
+        exact[k] = ind = run.result[0]
+        _record(res, f"{tag}_k{k}_exact", run, 1.0)
         for name, lib, params in runs:
             if not _available("faiss" if lib == "faiss" else lib):
                 res[f"{tag}_k{k}_{name}_skipped"] = f"{lib} not installed (pip install 'bigclust[knn]')"
                 continue
-            med, times, (ind_a, _) = _timed(lambda: _search(X, k, lib, params), repeats)
-            res[f"{tag}_k{k}_{name}_seconds"], res[f"{tag}_k{k}_{name}_times"] = med, times
-            res[f"{tag}_k{k}_{name}_cpu_seconds"] = _last_cpu[0]
-            res[f"{tag}_k{k}_{name}_recall"] = recall(ind_a, ind)
-            _note(res, f"{tag}_k{k}_{name}")
+            run = timed(lambda: _search(X, k, lib, params), repeats)
+            _record(res, f"{tag}_k{k}_{name}", run, recall(run.result[0], ind))
         base = res.get(f"{tag}_k{k}_pynndescent_seconds")
         for name in ["exact"] + [r[0] for r in runs]:
             t = res.get(f"{tag}_k{k}_{name}_seconds")
@@ -141,16 +122,15 @@ def bench_knn(n=70000, ks=(10,), pca=50, repeats=3, raw=False, exact_repeats=Non
         Machine and load before/after, sizes, ``*_seconds`` medians and their
         ``*_times``, ``*_recall`` vs exact, ``*_ratio_vs_pynndescent``.
     """
-    from bigclust.bench.bbs import load_points, machine
     from bigclust.algo.preprocess import pca_fit, pca_transform
 
     exact_repeats = repeats if exact_repeats is None else exact_repeats
     runs = tuple(r for r in APPROX_RUNS if approx is None or r[0] in approx or r[0] == "pynndescent")
     res = {"machine": machine(), "n": n, "k": list(ks), "pca": pca, "repeats": repeats,
            "exact_repeats": exact_repeats}
-    t = time.perf_counter()
-    X, _, res["data"] = load_points(n)
-    res["seconds_load"] = time.perf_counter() - t
+    loaded = timed(lambda: load_points(n))
+    X, _, res["data"] = loaded.result
+    res["seconds_load"] = loaded.median
     res["d"] = X.shape[1]
     exact_raw = _space(X, ks, repeats, exact_repeats, res, "raw", runs) if raw or not pca else None
     if pca:
@@ -158,9 +138,9 @@ def bench_knn(n=70000, ks=(10,), pca=50, repeats=3, raw=False, exact_repeats=Non
             mean, comps = pca_fit(X, pca)
             return pca_transform(X, mean, comps)
 
-        res["pca_seconds"], res["pca_times"], Z = _timed(fit, repeats)
-        res["pca_cpu_seconds"] = _last_cpu[0]
-        _note(res, "pca")
+        run = timed(fit, repeats)
+        Z = run.result
+        _record(res, "pca", run)
         exact_pca = _space(Z, ks, repeats, exact_repeats, res, f"pca{pca}", runs)
         for k in ks:
             res[f"pca{pca}_k{k}_pca_plus_exact_seconds"] = res["pca_seconds"] + res[f"pca{pca}_k{k}_exact_seconds"]
@@ -169,7 +149,7 @@ def bench_knn(n=70000, ks=(10,), pca=50, repeats=3, raw=False, exact_repeats=Non
 
                 # how much of the raw-pixel neighbourhood survives the projection
                 res[f"pca{pca}_k{k}_exact_recall_vs_raw_exact"] = recall(exact_pca[k], exact_raw[k])
-    res["load_avg_after"] = [round(v, 2) for v in os.getloadavg()]
+    res["load_avg_after"] = load_avg()
     return res
 
 

@@ -7,14 +7,13 @@ our V, its H = our U^T), so the objectives can be compared iterate for iterate.
 from __future__ import annotations
 
 import tempfile
-import time
 import warnings
 
 import numpy as np
 import scipy.sparse as sp
 
-from bigclust.bench.bbs import PeakRSS, machine, timed as _timed
 from bigclust._util.errors import UserError
+from bigclust.bench._measure import PeakRSS, machine, timed
 
 
 def load_tfidf(name="news20-all", synthetic=(18000, 30000, 1_400_000), seed=0):
@@ -53,24 +52,6 @@ def load_tfidf(name="news20-all", synthetic=(18000, 30000, 1_400_000), seed=0):
     return X, None, f"synthetic {n}x{m}"
 
 
-def timed_pair(fn_a, fn_b, repeats):
-    """``timed`` of two functions run alternately (a, b, a, b, ...).
-
-    For a ratio on a shared machine: both sides see the same drift of the load,
-    where ``repeats`` runs of one then of the other would not.
-    Returns ``((median a, last result a), (median b, last result b), (min a, min b))``.
-    """
-    ta, tb, oa, ob = [], [], None, None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        oa = fn_a()
-        t1 = time.perf_counter()
-        ob = fn_b()
-        ta.append(t1 - t0)
-        tb.append(time.perf_counter() - t1)
-    return (float(np.median(ta)), oa), (float(np.median(tb)), ob), (min(ta), min(tb))
-
-
 def bench_nmf(k=20, iters=30, repeats=5, max_memory="256MB", data="news20-all", seed=0):
     """MU and HALS vs scikit-learn, bilinear vs linear per iteration, and streamed peak RSS.
 
@@ -81,17 +62,18 @@ def bench_nmf(k=20, iters=30, repeats=5, max_memory="256MB", data="news20-all", 
     from sklearn.decomposition import NMF
 
     from bigclust import nmf
-    from bigclust.nmf._common import random_factors
+    from bigclust.nmf import random_factors
 
     X, _, name = load_tfidf(data)
     n, m = X.shape
     U0, V0 = random_factors(seed, [(m, k), (n, k)], float(np.sqrt(X.data.mean() / k)))
     out = {**machine(), "bench": "nmf", "data": name, "n": n, "m": m, "nnz": int(X.nnz), "k": k, "iters": iters,
            "repeats": repeats}
-    # warm-up (Numba compilation) outside the timings
-    nmf.linear_nmf(X, k, init=(U0, V0), n_init=1, max_iter=2, tol=0.0)
-    nmf.linear_nmf(X, k, solver="hals", init=(U0, V0), n_init=1, max_iter=2, tol=0.0)
-    nmf.bilinear_nmf(X, k, init=(V0, V0), n_init=1, max_iter=2, tol=0.0)
+
+    def warmup():  # Numba compilation, outside the timings
+        nmf.linear_nmf(X, k, init=(U0, V0), n_init=1, max_iter=2, tol=0.0)
+        nmf.linear_nmf(X, k, solver="hals", init=(U0, V0), n_init=1, max_iter=2, tol=0.0)
+        nmf.bilinear_nmf(X, k, init=(V0, V0), n_init=1, max_iter=2, tol=0.0)
 
     def ours(solver):
         return nmf.linear_nmf(X, k, solver=solver, init=(U0, V0), n_init=1, max_iter=iters, tol=0.0,
@@ -105,8 +87,10 @@ def bench_nmf(k=20, iters=30, repeats=5, max_memory="256MB", data="news20-all", 
             W = est.fit_transform(X, W=V0.copy(), H=U0.T.copy())
         return est, W
 
-    (t_mu, (_, _, _, info)), (t_sk, (est, W)), (m_mu, m_sk) = timed_pair(lambda: ours("mu"),
-                                                                         lambda: theirs("mu", iters), repeats)
+    # run alternately: the ratio then sees the same drift of the load on both sides
+    mu = timed({"ours": lambda: ours("mu"), "sklearn": lambda: theirs("mu", iters)}, repeats, warmup=warmup)
+    t_mu, t_sk, info, est = mu["ours"].median, mu["sklearn"].median, mu["ours"].result[3], mu["sklearn"].result[0]
+    m_mu, m_sk = mu["ours"].fastest, mu["sklearn"].fastest
     j_ours = float(info.objective[-1])
     j_sk = 0.5 * est.reconstruction_err_ ** 2
     out.update(ours_mu_seconds_per_iter=t_mu / iters, sklearn_mu_seconds_per_iter=t_sk / iters,
@@ -114,11 +98,13 @@ def bench_nmf(k=20, iters=30, repeats=5, max_memory="256MB", data="news20-all", 
                mu_objective_ours=j_ours, mu_objective_sklearn=j_sk,
                mu_objective_rel_diff=abs(j_ours - j_sk) / j_sk)
     # HALS: scikit-learn's coordinate descent to its own stopping point; ours for as many iterations
-    t_cd, (est, W) = _timed(lambda: theirs("cd", 1000, 1e-4), repeats)
+    cd = timed(lambda: theirs("cd", 1000, 1e-4), repeats)
+    t_cd, est = cd.median, cd.result[0]
     n_cd = int(est.n_iter_)
     j_cd = 0.5 * est.reconstruction_err_ ** 2
-    t_h, (_, _, _, hinfo) = _timed(lambda: nmf.linear_nmf(X, k, solver="hals", init=(U0, V0), n_init=1,
-                                                          max_iter=n_cd, tol=0.0, return_info=True), repeats)
+    hals = timed(lambda: nmf.linear_nmf(X, k, solver="hals", init=(U0, V0), n_init=1, max_iter=n_cd, tol=0.0,
+                                        return_info=True), repeats)
+    t_h, hinfo = hals.median, hals.result[3]
     # objective[r] is the value after r iterations: time to reach scikit-learn's ~ t_h * r / n_cd
     reached = np.flatnonzero(hinfo.objective <= j_cd * (1 + 1e-9))
     r = int(reached[0]) if reached.size else None
@@ -127,20 +113,21 @@ def bench_nmf(k=20, iters=30, repeats=5, max_memory="256MB", data="news20-all", 
                ours_hals_iters_to_sklearn_objective=r, ours_hals_reached_sklearn_objective=r is not None,
                hals_speedup_vs_sklearn_cd=t_cd / (t_h * max(r, 1) / n_cd) if r is not None else t_cd / t_h)
     # the same with one sweep per factor update (plain fast HALS = scikit-learn's cd, iterate for iterate)
-    from bigclust.nmf import _ops
-    sweeps = _ops.HALS_SWEEPS
+    from bigclust.nmf import ops
+    sweeps = ops.HALS_SWEEPS
     try:
-        _ops.HALS_SWEEPS = 1
-        t_1, (_, _, _, info1) = _timed(lambda: nmf.linear_nmf(X, k, solver="hals", init=(U0, V0), n_init=1,
-                                                              max_iter=n_cd, tol=0.0, return_info=True), repeats)
+        ops.HALS_SWEEPS = 1
+        hals1 = timed(lambda: nmf.linear_nmf(X, k, solver="hals", init=(U0, V0), n_init=1, max_iter=n_cd, tol=0.0,
+                                             return_info=True), repeats)
     finally:
-        _ops.HALS_SWEEPS = sweeps
+        ops.HALS_SWEEPS = sweeps
+    t_1, info1 = hals1.median, hals1.result[3]
     reached = np.flatnonzero(info1.objective <= j_cd * (1 + 1e-9))
     r1 = int(reached[0]) if reached.size else None
-    out.update(hals_sweeps=sweeps, hals_delta=_ops.HALS_DELTA, ours_hals1_seconds_same_iters=t_1,
+    out.update(hals_sweeps=sweeps, hals_delta=ops.HALS_DELTA, ours_hals1_seconds_same_iters=t_1,
                ours_hals1_iters_to_sklearn_objective=r1,
                hals1_speedup_vs_sklearn_cd=t_cd / (t_1 * max(r1, 1) / n_cd) if r1 is not None else t_cd / t_1)
-    t_bi, _ = _timed(lambda: nmf.bilinear_nmf(X, k, init=(V0, V0), n_init=1, max_iter=iters, tol=0.0), repeats)
+    t_bi = timed(lambda: nmf.bilinear_nmf(X, k, init=(V0, V0), n_init=1, max_iter=iters, tol=0.0), repeats).median
     out.update(bilinear_seconds_per_iter=t_bi / iters, bilinear_over_linear_per_iter=t_bi / t_mu)
     out.update(_streamed(X, k, iters, max_memory, seed))
     return out
@@ -152,7 +139,8 @@ OOC_MIN_BLOCKS = 8
 
 def _streamed(X, k, iters, max_memory, seed):
     """Linear NMF on X stored in zarr, planned under ``max_memory``; peak RSS over the run."""
-    from bigclust.algo.blocks import RowReader, budget, stored_shape
+    from bigclust.algo.blocks import budget
+    from bigclust.pipeline.stored_rows import RowReader, stored_shape
     from bigclust.nmf import linear_nmf_streamed
     from bigclust._util.plan import nmf_plan
     from bigclust.pipeline.store import Store, write_csr
@@ -172,9 +160,8 @@ def _streamed(X, k, iters, max_memory, seed):
             bounds = tuple(int(b) for b in np.linspace(0, n, OOC_MIN_BLOCKS + 1))
         reader = RowReader(store.path, "preprocess", "x", "X", bounds)
         with PeakRSS() as rss:
-            t0 = time.perf_counter()
-            linear_nmf_streamed(reader, bounds, m, k, n_init=1, max_iter=iters, tol=0.0, random_state=seed)
-            secs = time.perf_counter() - t0
+            secs = timed(lambda: linear_nmf_streamed(reader, bounds, m, k, n_init=1, max_iter=iters, tol=0.0,
+                                                     random_state=seed)).median
         return {"ooc_max_memory_bytes": budget(max_memory), "ooc_x_bytes": int(n * row_bytes),
                 "ooc_planned_in_memory": plan.in_memory, "ooc_blocks": len(bounds) - 1,
                 "ooc_seconds_per_iter": secs / iters, "ooc_peak_rss_bytes": int(rss.peak),

@@ -21,13 +21,12 @@ import json
 import shutil
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
-from bigclust.bench.bbs import Sampler, machine
 from bigclust._util.errors import UserError
+from bigclust.bench._measure import PeakRSS, load_avg, machine, timed
 
 SIZES = (10_000, 20_000, 35_000, 70_000, 140_000, 280_000, 560_000, 1_000_000)
 #: method tag -> (method name, its section): the two normalisations the issue compares
@@ -62,46 +61,6 @@ DEFAULT_CONFIG = {
 # -- measuring -----------------------------------------------------------------------------
 
 
-class StagePeaks(Sampler):
-    """RSS of this process and its children sampled every ``interval`` s, peaks kept per stage label."""
-
-    def __init__(self, interval=0.1):
-        import psutil
-
-        super().__init__(interval)
-        self._me = psutil.Process()
-        self.label = None
-        self.peak, self.peak_sum, self.per_process = {}, {}, {}
-
-    def _sample(self):
-        import psutil
-
-        procs = [self._me]
-        try:
-            procs += self._me.children(recursive=True)
-        except psutil.Error:
-            pass
-        rss = []
-        for p in procs:
-            try:
-                r = p.memory_info().rss
-                key = "driver" if p.pid == self._me.pid else f"child {p.pid} {p.name()}"
-            except psutil.Error:
-                continue
-            rss.append(r)
-            self.per_process[key] = max(self.per_process.get(key, 0), r)
-        if self.label is not None and rss:
-            self.peak[self.label] = max(self.peak.get(self.label, 0), max(rss))
-            self.peak_sum[self.label] = max(self.peak_sum.get(self.label, 0), sum(rss))
-
-    def stage(self, label):
-        """Attribute the samples from now on to ``label`` (None: to nothing)."""
-        self._sample()
-        self.label = label
-        if label is not None:
-            self._sample()
-
-
 def _timed_runner(peaks):
     """A pipeline Runner that records each stage's wall seconds and RSS label (by method tag)."""
     from bigclust.pipeline.runner import Runner
@@ -116,13 +75,14 @@ def _timed_runner(peaks):
                      "cluster": f"kmeans_{self.tag}"}.get(sd.name, sd.name)
             fresh = not self.store.has(sd.name, stage_key(params))
             peaks.stage(label if fresh else None)
-            t0 = time.perf_counter()
+            stage = super()._stage
             try:
-                return super()._stage(sd, params, describe, **runtime)
+                run = timed(lambda: stage(sd, params, describe, **runtime))
             finally:
-                if fresh:
-                    self.seconds[label] = self.seconds.get(label, 0.0) + time.perf_counter() - t0
                 peaks.stage(None)
+            if fresh:
+                self.seconds[label] = self.seconds.get(label, 0.0) + run.median
+            return run.result
 
     return TimedRunner
 
@@ -140,17 +100,17 @@ def _config(base: dict, folder: Path, tags):
 def run_size(n, base_config, client, folder: Path, *, tags=tuple(METHODS), root=None, log=None):
     """One pipeline run on the first n rows of mnist-1m; returns (seconds per stage, peaks, scores)."""
     from bigclust.report import tables as report
-    from bigclust.datasets import mnist1m
+    from bigclust.datasets.registry import open_mnist1m
     from bigclust.pipeline.methods import get as get_method
     from bigclust.pipeline.runner import instances
     from bigclust.pipeline.store import Store
 
     cfg = _config(base_config, folder, tags)
     store = Store(cfg.resolve(cfg.sections["store"]["path"]), owner={"bench": "scale", "n": n})
-    with StagePeaks() as peaks:
+    with PeakRSS(0.1, children=True) as peaks:
         runner = _timed_runner(peaks)(cfg, store, client, force=False, log=log or (lambda m: None))
         runner.seconds = {}
-        runner.source = mnist1m.open_prefix(n, root)
+        runner.source = open_mnist1m(n, root)
         runner.trials = []
         (point,) = list(cfg.points())
         records, scores = [], {}
@@ -162,12 +122,11 @@ def run_size(n, base_config, client, folder: Path, *, tags=tuple(METHODS), root=
             records.append(rec)
             scores[tag] = {"acc": rec.get("acc_best_inertia"), "nmi": rec.get("nmi_best_inertia")}
         peaks.stage("report")
-        t0 = time.perf_counter()
-        report.write(cfg.resolve(cfg.sections["output"]["dir"]), records, cfg, plots=False)
-        runner.seconds["report"] = time.perf_counter() - t0
+        runner.seconds["report"] = timed(lambda: report.write(cfg.resolve(cfg.sections["output"]["dir"]), records,
+                                                              cfg, plots=False)).median
         peaks.stage(None)
     sec = dict(runner.seconds)
-    peak = dict(peaks.peak)
+    peak, peak_sum = dict(peaks.stage_peak), dict(peaks.stage_peak_sum)
     for tag in tags:  # the embed stage = normalisation then eigenvectors, one task: split by its own clock
         key = next(k for (st, k) in runner.done if st == "embed" and runner.done[(st, k)]["params"]["method"]
                    == METHODS[tag][0])
@@ -176,8 +135,8 @@ def run_size(n, base_config, client, folder: Path, *, tags=tuple(METHODS), root=
         sec[f"normalize_{tag}"], sec[f"eigen_{tag}"] = norm, total - norm
         pk = peak.pop(f"embed_{tag}", 0)
         peak[f"normalize_{tag}"] = peak[f"eigen_{tag}"] = pk
-        peaks.peak_sum[f"normalize_{tag}"] = peaks.peak_sum[f"eigen_{tag}"] = peaks.peak_sum.pop(f"embed_{tag}", 0)
-    return sec, peak, dict(peaks.peak_sum), scores, peaks.per_process
+        peak_sum[f"normalize_{tag}"] = peak_sum[f"eigen_{tag}"] = peak_sum.pop(f"embed_{tag}", 0)
+    return sec, peak, peak_sum, scores, peaks.per_process
 
 
 # -- fitting and the result ----------------------------------------------------------------------
@@ -246,7 +205,7 @@ def plot(res: dict, path):
     plt.close(fig)
 
 
-def format_scale(res: dict) -> str:
+def format_report(res: dict) -> str:
     """The machine, then seconds and peak RSS (GB) per stage per n, and the slopes, as text."""
     GB = 1e9
     head = [f"{k:<24} {v}" for k, v in res.items() if not isinstance(v, (dict, list))]
@@ -333,7 +292,7 @@ def bench_scale(sizes=SIZES, *, methods=tuple(METHODS), repeats=1, scheduler=Non
                 per_process[n] = runs[-1][4]
                 done_n.append(n)
                 res = scale_result(done_n, seconds, peak, peak_rss_sum=peak_sum,
-                                   extra={**head, "load_avg_1min_now": round(os.getloadavg()[0], 2),
+                                   extra={**head, "load_avg_1min_now": load_avg()[0],
                                           "scores": scores, "per_process_peak_rss_bytes": per_process})
                 (out / "scale.json").write_text(json.dumps(res, indent=1, default=float))
                 plot(res, out / "scale.png")

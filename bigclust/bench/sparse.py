@@ -1,20 +1,29 @@
-"""Graph diagnostics of ``bigclust bench sparse``: what a normalisation does to a kNN graph.
+"""``bigclust bench sparse``: MNIST end to end on a sparse kNN affinity beside scikit-learn, and the graph diagnostics.
 
-Issue 13 item 5: the exact (dual) BBS of a kNN kernel with its self-loops
-kept zeroes many edges, leaves rows with their whole mass on the diagonal and
-splits the graph into components, each adding an eigenvalue 1 at the top of
-the spectrum.  These numbers say whether that happened: connected components
-of K and of P's positive entries, rows with more than 90 % of their mass on the
-diagonal, positive entries kept, and the spectral gap ``lambda_c -
-lambda_{c+1}`` of P (c = number of clusters) that governs how hard the
-eigenvectors are to find.
+Each pipeline (ours: kNN affinity, SK and BBS-dual, embedding, k-means; and
+scikit-learn's ``SpectralClustering``) runs in its own spawned process so that
+its peak RSS is its own (:func:`bigclust.bench._measure.in_child`).
+
+The graph diagnostics answer issue 13 item 5: the exact (dual) BBS of a kNN
+kernel with its self-loops kept zeroes many edges, leaves rows with their
+whole mass on the diagonal and splits the graph into components, each adding
+an eigenvalue 1 at the top of the spectrum.  :func:`graph_stats` says whether
+that happened: connected components of K and of P's positive entries, rows with
+more than 90 % of their mass on the diagonal, positive entries kept, and the
+spectral gap ``lambda_c - lambda_{c+1}`` of P (c = number of clusters) that
+governs how hard the eigenvectors are to find.
 """
 from __future__ import annotations
 
-import time
+import os
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
+
+from bigclust._util.errors import UserError
+from bigclust.bench._data import load_points
+from bigclust.bench._measure import PeakRSS, in_child, machine, timed
 
 #: a row counts as "diagonal" when more than this share of its mass sits on its self-loop
 DIAGONAL_SHARE = 0.9
@@ -61,12 +70,160 @@ def graph_stats(K, P, n_clusters, *, prefix=""):
     Pp = positive_part(P)
     nin = components(K)[0]
     nout, lab = components(Pp)
-    t = time.perf_counter()
-    vals, _ = top_eigenvectors(P, n_clusters + 1)
+    gap = timed(lambda: top_eigenvectors(P, n_clusters + 1))
+    vals, _ = gap.result
     out = {"components_in": int(nin), "components_out": int(nout),
            "singletons_out": int(np.count_nonzero(np.bincount(lab) == 1)),
            "diagonal_rows": diagonal_rows(Pp), "nnz_positive": int(Pp.nnz),
            "eigenvalues": [float(v) for v in vals],
            "spectral_gap": float(vals[n_clusters - 1] - vals[n_clusters]),
-           "eigensolver": auto_solver(P, n_clusters), "seconds_gap": time.perf_counter() - t}
+           "eigensolver": auto_solver(P, n_clusters), "seconds_gap": gap.median}
     return {prefix + key: v for key, v in out.items()}
+
+
+# -- the end-to-end runs ------------------------------------------------------------------------------
+
+
+def _scores(y, labels, best):
+    from bigclust.algo.metrics import batch_scores
+
+    acc, nm = batch_scores(y, labels)
+    return {"acc": float(acc[best]), "nmi": float(nm[best]), "acc_mean": float(acc.mean()),
+            "acc_max": float(acc.max()), "nmi_mean": float(nm.mean()), "nmi_max": float(nm.max())}
+
+
+def _knn_affinity(X, k, gamma, knn, res):
+    """The kNN kernel of the pipeline's ``[affinity] kind = "knn"``, its width and how it was chosen into ``res``."""
+    from bigclust.algo.affinity import knn_kernel
+
+    K = knn_kernel(X, k, 1.0, method=knn)
+    if gamma == "median":
+        # K_ij = exp(-d_ij^2) at gamma = 1, so exp(-d^2 / g) = K^(1/g): rescale instead of
+        # searching the neighbours again
+        off = K.data[K.data < 1.0]
+        g = float(np.median(-np.log(off)))
+        K.data **= 1.0 / g
+        res["gamma"], res["gamma_rule"] = g, "median squared kNN distance (off-diagonal stored entries)"
+    else:
+        res["gamma"], res["gamma_rule"] = float(gamma), "given"
+    return K
+
+
+def _normalized_clustering(name, norm, K, y, n_clusters, n_init, res):
+    """Normalise K with ``norm``, embed, k-means: the seconds of each phase, scores and diagnostics into ``res``."""
+    from bigclust.algo.kmeans import kmeans
+    from bigclust.algo.spectral import embed
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        normed = timed(norm)
+        P, info = normed.result
+        res[f"{name}_seconds_normalize"] = normed.median
+        res.update({f"{name}_iters": info.n_iter, f"{name}_converged": info.converged,
+                    f"{name}_row_err": info.row_err,
+                    f"{name}_nnz_positive": int(np.count_nonzero(P.data > 0))})
+        embedded = timed(lambda: embed(P, n_clusters))
+        res[f"{name}_seconds_embed"] = embedded.median
+        clustered = timed(lambda: kmeans(embedded.result, n_clusters, n_init=n_init, random_state=0))
+        res[f"{name}_seconds_kmeans"] = clustered.median
+        res.update(graph_stats(K, P, n_clusters, prefix=f"{name}_"))
+    res[f"{name}_warnings"] = sorted({str(w.message)[:200] for w in caught}) or None
+    km = clustered.result
+    res.update({f"{name}_{key}": v for key, v in _scores(y, km.labels, km.best).items()})
+    res[f"{name}_seconds_total"] = res["seconds_load"] + res["seconds_pca"] + res["seconds_knn_affinity"] + sum(
+        res[f"{name}_seconds_{p}"] for p in ("normalize", "embed", "kmeans"))
+
+
+def sparse_ours(n, k, gamma, n_init, n_clusters=10, self_loops="zero", pca=50, knn="auto"):
+    """kNN affinity, SK and BBS-dual on it, embedding, k-means, scores: times per phase and peak RSS.
+
+    The pipeline's ``[preprocess] pca`` and ``[affinity] knn``: ``pca``
+    components (0: search the raw pixels) from the streamed randomised PCA,
+    then the kNN search ``knn`` (:func:`bigclust.algo.knn.resolve_method`; its
+    libraries on one thread, as in the pipeline).  ``self_loops``: BBS's
+    support (:func:`bigclust.normalize.bbs`; "keep" is the behaviour before
+    issue 13).  The graph diagnostics of :func:`graph_stats` are computed
+    outside the timed phases.
+    """
+    from bigclust.algo.knn import resolve_method
+    from bigclust.algo.preprocess import pca_fit, pca_transform
+    from bigclust.normalize import bbs, sinkhorn
+
+    res = {}
+    with PeakRSS() as mem:
+        loaded = timed(lambda: load_points(n))
+        X, y, res["data"] = loaded.result
+        res["seconds_load"] = loaded.median
+        res["pca"], res["seconds_pca"] = int(pca), 0.0
+        if pca:
+            projected = timed(lambda: pca_transform(X, *pca_fit(X, pca)).astype(np.float32))
+            X, res["seconds_pca"] = projected.result, projected.median
+        res["knn"] = resolve_method(knn, *X.shape)
+        graph = timed(lambda: _knn_affinity(X, k, gamma, knn, res))
+        K = graph.result
+        res["seconds_knn_affinity"], res["nnz"] = graph.median, int(K.nnz)
+        for name, norm in (("sk", lambda: sinkhorn(K, n_iter=10000, tol=1e-8, return_info=True)),
+                           ("bbs_dual", lambda: bbs(K, "dual", return_info=True, self_loops=self_loops))):
+            _normalized_clustering(name, norm, K, y, n_clusters, n_init, res)
+    res["peak_rss_bytes"] = mem.peak
+    return res
+
+
+def sparse_sklearn(n, k, n_clusters=10, eigen_solver="arpack"):
+    """scikit-learn's SpectralClustering on the same points: time, peak RSS, ACC, NMI.
+
+    ``eigen_solver``: scikit-learn's ``arpack`` (its default: shift-invert,
+    a sparse LU of the Laplacian), ``lobpcg`` or ``amg`` (needs pyamg).
+    """
+    from sklearn.cluster import SpectralClustering
+
+    from bigclust.algo.metrics import accuracy, nmi
+
+    X, y, data = load_points(n)
+    with PeakRSS() as mem:
+        fit = timed(lambda: SpectralClustering(n_clusters=n_clusters, affinity="nearest_neighbors", n_neighbors=k,
+                                               eigen_solver=eigen_solver, assign_labels="kmeans",
+                                               random_state=0).fit_predict(X))
+    lab = fit.result
+    return {"data": data, "eigen_solver": eigen_solver, "seconds_fit": fit.median, "peak_rss_bytes": mem.peak,
+            "acc": float(accuracy(y, lab)),
+            "nmi": float(nmi(y, lab))}
+
+
+def bench_sparse(n=70000, k=10, gamma="median", n_init=10, sklearn_timeout=900.0, sklearn_subset=20000,
+                 sklearn_eigen_solver="amg", self_loops="zero", pca=50, knn="auto"):
+    """End to end on MNIST with a sparse kNN affinity, beside scikit-learn's SpectralClustering.
+
+    Each pipeline runs in its own spawned process so that its peak RSS is its
+    own.  When scikit-learn runs past ``sklearn_timeout`` seconds it is
+    stopped and run again (with ours, for comparison) on the first
+    ``sklearn_subset`` points.  ``pca`` / ``knn``: ours searches the
+    neighbours after PCA to ``pca`` dimensions (0: raw pixels) with the search
+    ``knn``, as ``[preprocess] pca`` and ``[affinity] knn`` do in the pipeline;
+    scikit-learn gets the raw pixels, as its users call it.
+    """
+    if not os.environ.get("BIGCLUST_DATA"):
+        raise UserError("bench sparse needs MNIST: set BIGCLUST_DATA to the shared data folder")
+    if sklearn_eigen_solver == "amg":
+        try:
+            import pyamg  # noqa: F401
+        except ImportError:
+            raise UserError("--sklearn-eigen-solver amg needs pyamg: pip install -e '.[bench]'") from None
+    out = {**machine(), "bench": "sparse", "n": n, "k": k, "n_init": n_init,
+           "kmeans_note": f"k-means with n_init={n_init} restarts (scikit-learn's default is 10 too); "
+                          "acc/nmi are of the lowest-inertia restart"}
+    out["bbs_self_loops"] = self_loops
+    ours = in_child(sparse_ours, n=n, k=k, gamma=gamma, n_init=n_init, self_loops=self_loops, pca=pca, knn=knn)
+    out.update({f"ours_{key}": v for key, v in ours.items()})
+    sk = in_child(sparse_sklearn, timeout=sklearn_timeout, n=n, k=k, eigen_solver=sklearn_eigen_solver)
+    out["sklearn_n"], out["sklearn_timed_out_full"] = n, sk is None
+    if sk is None:
+        m = min(n, sklearn_subset)
+        out["sklearn_n"], out["sklearn_note"] = m, (f"scikit-learn did not finish n={n} within "
+                                                    f"{sklearn_timeout:.0f} s; both run on the first {m} points")
+        sk = (in_child(sparse_sklearn, timeout=sklearn_timeout, n=m, k=k, eigen_solver=sklearn_eigen_solver)
+              or {"error": "timed out on subset too"})
+        sub = in_child(sparse_ours, n=m, k=k, gamma=gamma, n_init=n_init, self_loops=self_loops, pca=pca, knn=knn)
+        out.update({f"ours_subset_{key}": v for key, v in sub.items()})
+    out.update({f"sklearn_{key}": v for key, v in sk.items()})
+    return out

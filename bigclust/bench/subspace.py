@@ -22,16 +22,21 @@ Everything is measured in this run (ratios from one run; the machine may be load
   rotations + 5 scalings = 11 augmentations, kNN dictionary, ADMM, fold
   back, Ncut, embedding, 20 k-means restarts), after a warm-up that loads the
   compiled kernels; with its error rate and NMI.
+
+Every regulariser x augmentation on COIL-20 as a table (median and range over
+seeds; never asserted in tests, timings are noisy)::
+
+    python -m bigclust.bench.subspace coil20 [--reg l1,l2,nuclear --aug none,coil20 --repeats 3 --svt gram]
 """
 from __future__ import annotations
 
+import argparse
 import os
-import time
 import warnings
 
 import numpy as np
 
-from bigclust.bench.bbs import machine, timed as _timed
+from bigclust.bench._measure import load_avg, machine, timed
 
 
 def subspace_data(n, d, n_sub=10, dim=8, noise=0.05, seed=0):
@@ -84,16 +89,21 @@ def bench_admm(n=5000, k=50, d=100, repeats=3, n_ref=300, eps=1e-9, relax=None):
     lam = ssc_lambda(None, D, nb)
     Xs = D.atoms[:n]
     thr = np.full(nb.shape, lam)
-    admm_knn(Xs[:10], D.atoms, nb[:10], thr[:10], 0.0, RHO_L1, eps, eps, 100000, True, relax)  # compile / cache
-    t_def, (_, it_def, _) = _timed(lambda: admm_knn(Xs, D.atoms, nb, thr, 0.0, RHO_L1, EPS_ABS, EPS_REL, MAX_ITER,
-                                                    True, relax), repeats)
-    t_tight, (tight, it_tight, conv) = _timed(lambda: admm_knn(Xs, D.atoms, nb, thr, 0.0, RHO_L1, eps, eps, 100000,
-                                                               True, relax), repeats)
+
+    def admm(eps_abs, eps_rel, max_iter, cols=slice(None)):
+        return admm_knn(Xs[cols], D.atoms, nb[cols], thr[cols], 0.0, RHO_L1, eps_abs, eps_rel, max_iter, True, relax)
+
+    default = timed(lambda: admm(EPS_ABS, EPS_REL, MAX_ITER), repeats,
+                    warmup=lambda: admm(eps, eps, 100000, slice(10)))  # compile / load the cache
+    t_def, (_, it_def, _) = default.median, default.result
+    tight_run = timed(lambda: admm(eps, eps, 100000), repeats)
+    t_tight, (tight, it_tight, conv) = tight_run.median, tight_run.result
     sub = np.arange(0, n, max(1, n // n_ref))[:n_ref]
-    t_np, out_np = _timed(lambda: [numpy_admm(D.atoms[nb[i]].T, Xs[i], lam, RHO_L1, eps, eps, 100000, relax)[0]
-                                   for i in sub], repeats)
-    t_sk, out_sk = _timed(lambda: [Lasso(alpha=lam / d, fit_intercept=False, tol=1e-12, max_iter=100000)
-                                   .fit(D.atoms[nb[i]].T, Xs[i]).coef_ for i in sub], repeats)
+    np_run = timed(lambda: [numpy_admm(D.atoms[nb[i]].T, Xs[i], lam, RHO_L1, eps, eps, 100000, relax)[0]
+                            for i in sub], repeats)
+    sk_run = timed(lambda: [Lasso(alpha=lam / d, fit_intercept=False, tol=1e-12, max_iter=100000)
+                            .fit(D.atoms[nb[i]].T, Xs[i]).coef_ for i in sub], repeats)
+    (t_np, out_np), (t_sk, out_sk) = (np_run.median, np_run.result), (sk_run.median, sk_run.result)
     cps = n / t_tight
     np_cps, sk_cps = sub.size / t_np, sub.size / t_sk
     return {"n": n, "k": k, "d": d, "repeats": repeats, "n_ref": int(sub.size), "lam": lam, "relax": relax,
@@ -119,29 +129,36 @@ def load_coil20():
     return np.asarray(m["fea"], dtype=np.float64), np.asarray(m["gnd"]).ravel()
 
 
-def bench_coil20(repeats=1, regularizer="l1", augment="coil20", n_neighbors=10, n_init=20):
-    """Seconds (median over seeds 0..repeats-1), error rate and NMI of Ak-SC on COIL-20 end to end."""
+def coil20_runs(X, y, repeats=1, regularizer="l1", augment="coil20", n_neighbors=10, n_init=20,
+                **solver_options):
+    """Ak-SC (kNN-SC without ``augment``) on COIL-20 with seeds 0..repeats-1; kept: (error %, NMI %) per seed."""
     from bigclust.algo.metrics import error_rate, nmi
     from bigclust.subspace import subspace_clustering
 
+    def warmup():  # loads the compiled kernels
+        subspace_clustering(X[:60], 2, n_neighbors=5, n_init=1, random_state=0, regularizer=regularizer)
+
+    def run(seed):
+        return subspace_clustering(X, 20, regularizer=regularizer, n_neighbors=n_neighbors, augment=augment,
+                                   random_state=seed, n_init=n_init, **solver_options)[0]
+
+    seeds = iter(range(repeats))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return timed(run, repeats, setup=lambda: next(seeds), warmup=warmup,
+                     keep=lambda lab: (100 * error_rate(y, lab), 100 * nmi(y, lab, "sqrt")))
+
+
+def bench_coil20(repeats=1, regularizer="l1", augment="coil20", n_neighbors=10, n_init=20):
+    """Seconds (median over seeds 0..repeats-1), error rate and NMI of Ak-SC on COIL-20 end to end."""
     data = load_coil20()
     if data is None:
         return {"coil20_seconds": None, "coil20_skipped": "COIL-20 not found under $BIGCLUST_DATA/coil20"}
     X, y = data
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        subspace_clustering(X[:60], 2, n_neighbors=5, n_init=1, random_state=0, regularizer=regularizer)  # warm-up
-    rows = []
-    for seed in range(repeats):
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            lab, _ = subspace_clustering(X, 20, regularizer=regularizer, n_neighbors=n_neighbors, augment=augment,
-                                         random_state=seed, n_init=n_init)
-        rows.append((time.perf_counter() - t0, 100 * error_rate(y, lab), 100 * nmi(y, lab, "sqrt")))
-    r = np.array(rows)
-    return {"coil20_seconds": float(np.median(r[:, 0])), "coil20_repeats": repeats,
-            "coil20_err_percent": float(np.median(r[:, 1])), "coil20_nmi_percent": float(np.median(r[:, 2])),
+    runs = coil20_runs(X, y, repeats, regularizer, augment, n_neighbors, n_init)
+    r = np.array(runs.kept)
+    return {"coil20_seconds": float(runs.median), "coil20_repeats": repeats,
+            "coil20_err_percent": float(np.median(r[:, 0])), "coil20_nmi_percent": float(np.median(r[:, 1])),
             "coil20_n": int(X.shape[0]), "coil20_atoms": int(X.shape[0] * 12)}
 
 
@@ -154,5 +171,41 @@ def bench_subspace(n=5000, k=50, d=100, repeats=3, n_ref=300, coil20_repeats=1):
         out.update(bench_coil20(repeats=coil20_repeats))
     else:
         out.update(coil20_seconds=None, coil20_skipped="coil20_repeats = 0")
-    out["load_avg_end"] = round(os.getloadavg()[0], 2)
+    out["load_avg_end"] = load_avg()[0]
     return out
+
+
+def coil20_table(regs=("l1", "l2"), augs=(None, "coil20"), k=10, repeats=3, n_init=20, **solver_options):
+    """Print time, error and NMI of every regulariser x augmentation on COIL-20 (median, range over seeds)."""
+    data = load_coil20()
+    if data is None:
+        raise SystemExit("COIL-20 not found under $BIGCLUST_DATA/coil20")
+    X, y = data
+    print(f"COIL-20 {X.shape}, k={k}, n_init={n_init}, median (min..max) of {repeats} seeds; "
+          f"uptime: {os.getloadavg()}")
+    for reg in regs:
+        for aug in augs:
+            runs = coil20_runs(X, y, repeats, reg, aug, k, n_init, **(solver_options if reg == "nuclear" else {}))
+            r = np.array(runs.kept)
+            name = ("Ak-" if aug else "kNN-") + {"l1": "SSC", "l2": "LSR", "nuclear": "LRR"}[reg]
+            print(f"  {name:8s} time {runs.median:7.2f} s   err {np.median(r[:, 0]):6.2f} % "
+                  f"({r[:, 0].min():.2f}..{r[:, 0].max():.2f})   NMI {np.median(r[:, 1]):6.2f} "
+                  f"({r[:, 1].min():.2f}..{r[:, 1].max():.2f})", flush=True)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m bigclust.bench.subspace")
+    p.add_argument("what", choices=["coil20"])
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--reg", default="l1,l2")
+    p.add_argument("--aug", default="none,coil20")
+    p.add_argument("--svt", default="exact", help="LRR's SVT: exact, gram or randomized")
+    p.add_argument("--tol", type=float, default=1e-7, help="LRR's stopping tolerance")
+    a = p.parse_args(argv)
+    augs = tuple(None if v == "none" else v for v in a.aug.split(","))
+    coil20_table(tuple(a.reg.split(",")), augs, a.k, a.repeats, svt_method=a.svt, tol=a.tol)
+
+
+if __name__ == "__main__":
+    main()
