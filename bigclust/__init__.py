@@ -48,3 +48,8 @@ def __getattr__(name):
 
 def __dir__():
     return __all__
+
+
+# the composition root: each family's plug-in registers its methods, stages and columns (cheap: dataclasses
+# and register calls; the algorithms are imported when a hook first runs)
+from bigclust import families  # noqa: E402,F401

@@ -15,6 +15,7 @@ import warnings
 import click
 
 from bigclust._util.errors import UserError
+from bigclust.bench.commands import bench
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -113,7 +114,7 @@ def data_list(as_json):
               "(its finished stages stay).")
 def data_ingest(name, root, store_path, chunk_rows, force):
     """Stream the raw files of data set NAME into a zarr store."""
-    from bigclust.pipeline.runner import ingest_to_store
+    from bigclust.pipeline.stages.data import ingest_to_store
     n, d = ingest_to_store(name, root, store_path, chunk_rows=chunk_rows, force=force)
     click.echo(f"{name}: {n} x {d} written to {store_path}")
 
@@ -123,7 +124,7 @@ def data_ingest(name, root, store_path, chunk_rows, force):
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def data_info(store_path, as_json):
     """Shape, classes and stages of a store."""
-    from bigclust.pipeline.runner import store_info
+    from bigclust.pipeline.stages.data import store_info
     info = store_info(store_path)
     if as_json:
         click.echo(json.dumps(info))
@@ -142,7 +143,7 @@ def store():
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout (bytes per stage and array).")
 def store_du(store_path, as_json):
     """Bytes on disk per stage and the largest arrays of STORE."""
-    from bigclust.pipeline.clean import format_usage, usage
+    from bigclust.pipeline.usage import format_usage, usage
     u = usage(store_path)
     click.echo(json.dumps(u) if as_json else format_usage(u))
 
@@ -173,7 +174,7 @@ def report():
 @click.option("--csv", "out_csv", default=None, help="Write a long-form CSV here.")
 def report_compare(results, paper_csv, out_md, out_csv):
     """Best-over-γ results of RESULTS (results.json files) beside paper 000's Tables II-V."""
-    from bigclust.report.tables import compare
+    from bigclust.report.compare import compare
     click.echo(compare(results, paper_csv, out_md, out_csv))
 
 
@@ -184,7 +185,7 @@ def report_compare(results, paper_csv, out_md, out_csv):
 @click.option("--scheduler", default=None, help="Dask scheduler for the re-run.")
 def report_verify(results_dir, config, scheduler):
     """Re-run a committed reproduction and check every score is the same to the last bit (exit 1 if not)."""
-    from bigclust.report.tables import verify
+    from bigclust.pipeline.verify import verify
     ok, text = verify(results_dir, config, scheduler=scheduler)
     click.echo(text)
     if not ok:
@@ -213,162 +214,7 @@ def labels_cmd(run_dir, name, out, fmt):
         click.echo(f"{name}: written to {out}", err=True)
 
 
-@main.group()
-def bench():
-    """Speed and memory measurements, printed as ratios against references."""
-
-
-def _bench_print(res, as_json):
-    from bigclust.bench.bbs import format_report
-    click.echo(json.dumps(res) if as_json else format_report(res))
-
-
-@bench.command("nmf")
-@click.option("--k", default=20, show_default=True, type=click.IntRange(min=2), help="Components (clusters).")
-@click.option("--iters", default=30, show_default=True, type=click.IntRange(min=1), help="Iterations timed.")
-@click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1))
-@click.option("--max-memory", default="256MB", show_default=True, help="Budget of the streamed (out-of-core) run.")
-@click.option("--data", default="news20-all", show_default=True,
-              help="Named corpus (needs $BIGCLUST_DATA; else a synthetic tf-idf matrix), or synthetic:NxMxNNZ.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
-def bench_nmf(k, iters, repeats, max_memory, data, as_json):
-    """Linear NMF (MU, HALS) vs scikit-learn, bilinear vs linear per iteration, streamed peak RSS."""
-    from bigclust.bench.nmf import bench_nmf as run
-    _bench_print(run(k=k, iters=iters, repeats=repeats, max_memory=max_memory, data=data), as_json)
-
-
-@bench.command("bbs")
-@click.option("--n", default=6000, show_default=True, type=click.IntRange(min=16), help="Kernel size n x n.")
-@click.option("--dtype", default="float64", show_default=True, type=click.Choice(["float32", "float64"]))
-@click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1))
-@click.option("--iters", default=20, show_default=True, type=click.IntRange(min=1), help="Iterations per repeat.")
-@click.option("--max-dykstra-seconds", default=300.0, show_default=True, type=click.FloatRange(min=0.001),
-              help="Cap of the Dykstra run; past it a lower bound is reported.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
-def bench_bbs(n, dtype, repeats, iters, max_dykstra_seconds, as_json):
-    """In-memory BBS and Sinkhorn iterations vs NumPy and memory bandwidth; dual vs Dykstra."""
-    from bigclust.bench.bbs import bench_bbs as run
-    _bench_print(run(n=n, dtype=dtype, repeats=repeats, iters=iters, max_dykstra_seconds=max_dykstra_seconds),
-                 as_json)
-
-
-@bench.command("ooc")
-@click.option("--n", default=30000, show_default=True, type=click.IntRange(min=16))
-@click.option("--max-memory", default="1GB", show_default=True, help="Budget for the blocks in flight.")
-@click.option("--iters", default=20, show_default=True, type=click.IntRange(min=1))
-@click.option("--dtype", default="float64", show_default=True, type=click.Choice(["float32", "float64"]))
-@click.option("--workdir", default=None, type=click.Path(file_okay=False),
-              help="Folder for the temporary store (default: the system temp folder).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
-def bench_ooc(n, max_memory, iters, dtype, workdir, as_json):
-    """Out-of-core BBS on a zarr K of n x n: seconds per iteration and peak RSS."""
-    from bigclust.bench.bbs import bench_ooc as run
-    _bench_print(run(n=n, max_memory=max_memory, iters=iters, dtype=dtype, workdir=workdir), as_json)
-
-
-@bench.command("sparse")
-@click.option("--n", default=70000, show_default=True, type=click.IntRange(min=100), help="First n MNIST images.")
-@click.option("--k", default=10, show_default=True, type=click.IntRange(min=2), help="Neighbours.")
-@click.option("--gamma", default="median", show_default=True,
-              help="Gaussian width: a number, or 'median' (median squared kNN distance).")
-@click.option("--n-init", default=10, show_default=True, type=click.IntRange(min=1), help="k-means restarts.")
-@click.option("--sklearn-timeout", default=900.0, show_default=True, type=click.FloatRange(min=1),
-              help="Seconds before scikit-learn's run is abandoned for a subset.")
-@click.option("--sklearn-subset", default=20000, show_default=True, type=click.IntRange(min=100))
-@click.option("--sklearn-eigen-solver", default="amg", show_default=True,
-              type=click.Choice(["arpack", "lobpcg", "amg"]),
-              help="scikit-learn's eigen_solver; its default 'arpack' factorises the Laplacian and does not "
-                   "finish full MNIST in 15 min; 'amg' (pip install pyamg) is its large-sparse choice.")
-@click.option("--bbs-self-loops", default="zero", show_default=True, type=click.Choice(["keep", "zero", "drop", "cap"]),
-              help="BBS-dual's support ([bbs] self_loops); 'keep' is the behaviour before issue 13.")
-@click.option("--pca", default=50, show_default=True, type=click.IntRange(min=0),
-              help="Ours: PCA components before the kNN search ([preprocess] pca); 0 = raw pixels.")
-@click.option("--knn", default="auto", show_default=True,
-              help="Ours: the kNN search ([affinity] knn: auto, exact, approx, ivf, pynndescent, hnswlib, faiss).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
-def bench_sparse(n, k, gamma, n_init, sklearn_timeout, sklearn_subset, sklearn_eigen_solver, bbs_self_loops,
-                 pca, knn, as_json):
-    """MNIST end to end on a sparse kNN affinity (SK, BBS-dual) beside scikit-learn."""
-    from bigclust.bench.bbs import bench_sparse as run
-    from bigclust.algo.knn import check_method
-    check_method(knn)
-    if gamma != "median":
-        try:
-            gamma = float(gamma)
-        except ValueError:
-            raise UserError(f"--gamma must be a number or 'median', got {gamma!r}") from None
-    _bench_print(run(n=n, k=k, gamma=gamma, n_init=n_init, sklearn_timeout=sklearn_timeout,
-                     sklearn_subset=sklearn_subset, sklearn_eigen_solver=sklearn_eigen_solver,
-                     self_loops=bbs_self_loops, pca=pca, knn=knn), as_json)
-
-
-@bench.command("knn")
-@click.option("--n", default=70000, show_default=True, type=click.IntRange(min=100), help="First n MNIST images.")
-@click.option("--k", "ks", default=(10,), show_default=True, multiple=True, type=click.IntRange(min=1),
-              help="Neighbours per point, the point itself excluded (repeat for several).")
-@click.option("--pca", default=50, show_default=True, type=click.IntRange(min=0),
-              help="Components of the streamed PCA before the search (0: raw pixels only).")
-@click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1))
-@click.option("--raw", is_flag=True, help="Also search the raw 784-d pixels (slow: the exact search there is "
-                                          "about 16x the PCA-50 work).")
-@click.option("--exact-repeats", default=None, type=click.IntRange(min=1),
-              help="Runs of the exact search (default: --repeats).")
-@click.option("--approx", multiple=True, type=click.Choice(["pynndescent-tuned", "hnswlib", "faiss-hnsw", "ivf"]),
-              help="Approximate searches besides pynndescent (repeat; default: all).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
-def bench_knn(n, ks, pca, repeats, raw, exact_repeats, approx, as_json):
-    """MNIST kNN graph: streamed PCA, exact blocked search vs pynndescent / hnswlib / faiss (time, recall)."""
-    from bigclust.bench.knn import bench_knn as run, format_report
-    res = run(n=n, ks=tuple(ks), pca=pca, repeats=repeats, raw=raw, exact_repeats=exact_repeats,
-              approx=tuple(approx) or None)
-    click.echo(json.dumps(res) if as_json else format_report(res))
-
-
-@bench.command("scale")
-@click.option("--sizes", default=",".join(map(str, (10_000, 20_000, 35_000, 70_000, 140_000, 280_000, 560_000,
-                                                    1_000_000))), show_default=True,
-              help="Comma-separated n (rows of mnist-1m, a prefix each).")
-@click.option("--methods", default="sk,bbs_dual", show_default=True, help="Normalisations to run: sk, bbs_dual.")
-@click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1))
-@click.option("--scheduler", default=None, help="'local-cluster', tcp://HOST:PORT or 'synchronous'; default: "
-              "the config's [dask] scheduler, else threads in this process.")
-@click.option("--config", default=None, type=click.Path(exists=True, dir_okay=False),
-              help="Pipeline settings (e.g. pipelines/scale/mnist-1m.toml); default: the same, built in.")
-@click.option("--out", default="bench-scale", show_default=True, help="Folder for scale.json and scale.png.")
-@click.option("--workdir", default=None, type=click.Path(file_okay=False),
-              help="Folder for the temporary stores (on a shared file system for a multi-machine scheduler).")
-@click.option("--keep", is_flag=True, help="Keep the stores of every size; with --workdir the stores sit at fixed "
-              "places there and a re-run resumes (finished stages and kNN chunks are not recomputed).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
-def bench_scale(sizes, methods, repeats, scheduler, config, out, workdir, keep, as_json):
-    """Time and peak RSS per stage of the kNN pipeline at growing n, log-log slopes (JSON + PNG)."""
-    from bigclust.bench.scale import bench_scale as run
-    try:
-        ns = [int(s) for s in sizes.split(",") if s.strip()]
-    except ValueError:
-        raise UserError(f"--sizes must be comma-separated integers, got {sizes!r}") from None
-    res = run(ns, methods=[m.strip() for m in methods.split(",") if m.strip()], repeats=repeats,
-              scheduler=scheduler, config=config, out=out, workdir=workdir, keep=keep,
-              log=lambda m: click.echo(m, err=True))
-    from bigclust.bench.scale import format_scale
-    click.echo(json.dumps(res, default=float) if as_json else format_scale(res))
-
-
-@bench.command("subspace")
-@click.option("--n", default=5000, show_default=True, type=click.IntRange(min=100), help="ADMM columns (samples).")
-@click.option("--k", default=50, show_default=True, type=click.IntRange(min=2), help="Atoms per column.")
-@click.option("--d", default=100, show_default=True, type=click.IntRange(min=2), help="Features.")
-@click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1))
-@click.option("--n-ref", default=300, show_default=True, type=click.IntRange(min=1),
-              help="Columns the NumPy loop and scikit-learn's Lasso solve.")
-@click.option("--coil20-repeats", default=1, show_default=True, type=click.IntRange(min=0),
-              help="Seeds of Ak-SSC on COIL-20 end to end (0: skip; needs $BIGCLUST_DATA).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
-def bench_subspace(n, k, d, repeats, n_ref, coil20_repeats, as_json):
-    """Per-column SSC ADMM vs a NumPy loop and scikit-learn's Lasso; Ak-SSC on COIL-20 end to end."""
-    from bigclust.bench.subspace import bench_subspace as run
-    _bench_print(run(n=n, k=k, d=d, repeats=repeats, n_ref=n_ref, coil20_repeats=coil20_repeats), as_json)
-
+main.add_command(bench)  # the benchmark commands live with the benchmarks (bigclust.bench.commands)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

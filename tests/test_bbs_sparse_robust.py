@@ -34,17 +34,41 @@ def _planted(seed=0, n_blob=200, n_out=20, radius=8.0, k=6):
     return knn_kernel(X, k, _gamma(X, k))
 
 
-def _dense_bbs_on_support(K, iters=20000):
+def _support(K, mode="keep"):
+    """Dense values and support mask of K after a self-loop mode, written from its definition.
+
+    keep: K as stored.  zero: K_ii = 0, the diagonal stays in the support (as slack).  drop: the
+    diagonal leaves the support, except in a row without any off-diagonal entry.  cap:
+    ``K_ii = min(K_ii, max_{j != i} K_ij)`` over the row's stored off-diagonal entries.
+    """
+    coo = sp.coo_matrix(K)
+    A = np.zeros(K.shape)
+    E = np.zeros(K.shape)
+    A[coo.row, coo.col] = coo.data
+    E[coo.row, coo.col] = 1.0             # the stored pattern, explicit zeros included
+    off = E.copy()
+    np.fill_diagonal(off, 0.0)
+    has_off = off.sum(axis=1) > 0
+    i = np.flatnonzero(np.diag(E) > 0)    # rows with a stored diagonal
+    if mode == "zero":
+        A[i, i] = 0.0
+    elif mode == "drop":
+        i = i[has_off[i]]
+        A[i, i] = E[i, i] = 0.0
+    elif mode == "cap":
+        i = i[has_off[i]]
+        A[i, i] = np.minimum(A[i, i], np.where(off > 0, A, -np.inf).max(axis=1)[i])
+    return A, E
+
+
+def _dense_bbs_on_support(K, iters=20000, mode="keep"):
     """Reference: Dykstra's projections on the support written with dense NumPy (slow, small n).
 
     Alternates the projection onto {G symmetric on E, G1 = 1} (the KKT system
     ``(D + A_E) mu = 1 - G1`` solved densely) with the clip onto G >= 0, with
     Dykstra's correction on the clip: converges to argmin ||G - K|| on E.
     """
-    A = K.toarray()
-    E = sp.csr_matrix(K).copy()   # the stored pattern, explicit zeros included
-    E.data[:] = 1.0
-    E = E.toarray()
+    A, E = _support(K, mode)
     M = np.diag(E.sum(1)) + E          # signless Laplacian, diagonal counted twice
     Minv = np.linalg.pinv(M)
     G, Q = A.copy(), np.zeros_like(A)
@@ -78,7 +102,10 @@ def test_self_loop_modes_are_the_exact_bbs_of_the_modified_support(mode):
     K = _planted(n_blob=40, n_out=6, radius=6.0, k=4)
     Km = self_loop_support(sp.csr_matrix(K), mode)
     G = bbs(K, "dual", self_loops=mode).toarray()
-    ref = _dense_bbs_on_support(Km)
+    ref = _dense_bbs_on_support(K, mode=mode)
+    A, E = _support(K, mode)
+    np.testing.assert_array_equal(Km.toarray(), A)
+    assert Km.nnz == E.sum()
     np.testing.assert_allclose(G, ref, atol=1e-7)
     np.testing.assert_allclose(G.sum(1), 1.0, atol=1e-9)
     if mode == "drop":

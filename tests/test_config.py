@@ -1,4 +1,5 @@
 """Config parsing: defaults, sweeps, and one clear error per kind of mistake."""
+import re
 import subprocess
 import sys
 import warnings
@@ -108,7 +109,7 @@ def test_parse_bytes():
     assert parse_bytes("512MiB") == 512 * 2**20
     assert parse_bytes(1000) == 1000
     for bad in ("", "GB", "-1GB", 0, "1XB"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=f"^{re.escape(str(bad))}$"):   # names the value (config adds the key)
             parse_bytes(bad)
 
 

@@ -53,7 +53,8 @@ def test_numpy_scalars_from_a_parameter_grid_are_plain_values():
     (NMFClustering(3, ncw="no"), r"^NMFClustering: ncw must be True or False, got 'no'$"),
     (NMFClustering(3, tol="x"), r"^NMFClustering: tol must be a finite number >= 0, got 'x'$"),
     (NMFClustering(3, tol=float("nan")), r"^NMFClustering: tol must be a finite number"),
-    (NMFClustering(3, n_init=2.0), r"^NMFClustering: n_init must be an integer >= 1, got 2\.0$"),
+    (NMFClustering(3, n_init=2.0), r"^NMFClustering: n_init must be an integer > 0, got 2\.0$"),
+    (NMFClustering(3, max_iter=0), r"^NMFClustering: max_iter must be an integer > 0, got 0$"),
     (NMFClustering(3, solver="foo"), r"^NMFClustering: solver must be one of 'mu', 'hals', got 'foo'$"),
     (NMFClustering(3, model="bilinear", solver="hals"), r"^NMFClustering: solver='hals' is for model='linear'"),
     (NMFClustering(3, model="bilinear", init="nndsvd"), r"^NMFClustering: init='nndsvd' is for model='linear'"),
@@ -68,10 +69,19 @@ def test_numpy_scalars_from_a_parameter_grid_are_plain_values():
     (SubspaceClustering(3, lam="x"), r"^SubspaceClustering: lam must be a finite number >= 0, got 'x'$"),
     (SubspaceClustering(3, alpha=0), r"^SubspaceClustering: alpha must be a finite number > 0, got 0$"),
     (SubspaceClustering(3, augment="none"), r"^SubspaceClustering: augment must be one of None, 'coil20'"),
-    (SubspaceClustering(3, features="scattering"), r"^SubspaceClustering: features='scattering' needs the image "
-                                                   r"layout: set image='mnist' or 'coil20'"),
-    (SubspaceClustering(3, augment="interpolate"), r"^SubspaceClustering: augment='interpolate' .* partially "
-                                                   r"labelled y"),
+    # the [aksc] chain's own rules, in the estimator's words
+    (SubspaceClustering(3, features="scattering"), r'^SubspaceClustering: features = "scattering" needs the image '
+                                                   r'layout: set image = "mnist" or "coil20"'),
+    (SubspaceClustering(3, augment="interpolate"), r'^SubspaceClustering: augment = "interpolate" needs a partially '
+                                                   r'labelled y \(AkS-SC\)$'),
+    (SubspaceClustering(3, image="auto"), r"^SubspaceClustering: image must be one of None, 'mnist', 'coil20', "
+                                          r"got 'auto'$"),
+    (SubspaceClustering(3, max_iter=0), r"^SubspaceClustering: max_iter must be an integer >= 1 or None, got 0$"),
+    (SubspaceClustering(3, n_interpolate=np.int64(0)), r"^SubspaceClustering: n_interpolate must be an integer > 0, "
+                                                        r"got 0$"),
+    (SpectralClustering(3, knn="annoy"), r"^SpectralClustering: knn must be one of 'auto', 'exact'"),
+    (SpectralClustering(3, normalization="mbbs"), r"^SpectralClustering: normalization must be one of 'bbs', 'sk', "
+                                                  r"'ncut', 'ra', 'rc', got 'mbbs'$"),
 ])
 def test_bad_parameter_is_one_line_naming_it(est, match):
     X, _ = _docs()
@@ -352,3 +362,11 @@ def test_nmf_bilinear_kernel_and_its_width_are_attributes_as_in_spectral_cluster
     np.testing.assert_array_equal(e.affinity_matrix_, s.affinity_matrix_)
     lin = NMFClustering(3, model="bilinear", n_init=2, random_state=0).fit(X)
     assert lin.affinity_matrix_ is None and lin.gamma_ is None            # the linear kernel is never formed
+
+
+def test_parameter_checks_are_the_config_keys_declarations():
+    """One source of ranges and messages: an estimator parameter that is a config key is checked by that key."""
+    from bigclust.pipeline import methods
+    assert NMFClustering._parameters()["max_iter"] is methods.get("nmf").schema()["max_iter"]
+    assert SpectralClustering._parameters()["n_iter"] is methods.get("bbs").schema()["n_iter"]
+    assert SubspaceClustering._parameters()["augment"].key is methods.get("aksc").schema()["augment"]

@@ -77,5 +77,19 @@ def test_bad_parameters_are_value_errors():
     X, _ = blobs(n=50)
     for bad in (dict(affinity="rbf"), dict(normalization="pca"), dict(n_clusters=0), dict(n_clusters=50),
                 dict(gamma=-1.0), dict(solver="newton"), dict(max_memory="lots")):
-        with pytest.raises(ValueError):
+        (name,) = bad
+        with pytest.raises(ValueError, match=f"^SpectralClustering: {name}"):   # estimator and parameter named
             SpectralClustering(**{"n_clusters": 3, **bad}).fit(X)
+
+
+def test_estimators_are_found_through_the_families_registrations():
+    import bigclust
+    from bigclust import estimators
+    from bigclust.nmf.estimator import NMFClustering
+    from bigclust.normalize.estimator import SpectralClustering as Spectral
+    from bigclust.subspace.estimator import SubspaceClustering
+    assert bigclust.SpectralClustering is estimators.SpectralClustering is Spectral is SpectralClustering
+    assert bigclust.NMFClustering is NMFClustering and bigclust.SubspaceClustering is SubspaceClustering
+    assert estimators.ESTIMATORS["NMFClustering"] == "bigclust.nmf.estimator"
+    with pytest.raises(AttributeError, match="has no attribute 'KMeansClustering'"):
+        estimators.KMeansClustering

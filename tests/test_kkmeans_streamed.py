@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from bigclust._util.errors import DataError, UserError
-from bigclust.nmf import kernel_kmeans, kernel_kmeans_streamed, ncw_weights
+from bigclust.nmf import kernel_kmeans, kernel_kmeans_streamed
 
 
 def _kernel(n_per=45, seed=0, kind="cos2"):
@@ -44,7 +44,7 @@ def test_streamed_equals_in_memory(init, ncw):
     n = K.shape[0]
     Km = K
     if ncw:
-        w = ncw_weights(K, kernel="precomputed")
+        w = K.sum(axis=1) ** -0.5                           # NCW (DESIGN section 4): d_i^(-1/2), d = K1
         Km = w[:, None] * K * w[None, :]                    # what the in-memory assign hook clusters
     a = kernel_kmeans(Km, 4, n_init=5, init=init, random_state=3, return_info=True)[2]
     for bounds in ([0, n], [0, 1, 37, 100, 101, 150, n]):   # one block; uneven blocks incl. a 1-row block

@@ -222,7 +222,7 @@ def test_non_finite_data():
 def test_minibatch_blobs_and_chunk_invariance(read_whole, monkeypatch):
     import dask.array as da
 
-    import bigclust.algo.kmeans as km
+    import bigclust.algo.kmeans.minibatch as km
 
     # both paths for a Dask X: read once (small X) and batch by batch from the chunks (large X)
     monkeypatch.setattr(km, "_READ_WHOLE_BYTES", 2**40 if read_whole else 0)
@@ -325,8 +325,8 @@ def test_sparse_equals_dense_for_the_same_seed(docs):
 
 
 def _csr_init(Xs, k, seeds):
-    from bigclust.algo.kmeans import _numba as kmeans_numba
-    from bigclust.algo.kmeans import _as_csr64, _row_sqnorms
+    from bigclust.algo.kmeans import _numba_csr as kmeans_numba
+    from bigclust.algo.kmeans._common import _as_csr64, _row_sqnorms
 
     X = _as_csr64(Xs)
     out = np.empty((len(seeds), k, X.shape[1]))
@@ -352,7 +352,7 @@ def test_minibatch_sparse_equals_dense(monkeypatch):
     # CSR rows are densified batch by batch: same draws, same steps, same result as the dense array
     import scipy.sparse as sp
 
-    import bigclust.algo.kmeans as km
+    import bigclust.algo.kmeans.minibatch as km
 
     X, y = make_blobs(n_samples=1200, n_features=40, centers=4, cluster_std=1.0, random_state=3)
     X = np.abs(X)

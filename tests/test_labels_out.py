@@ -130,7 +130,7 @@ def test_label_files_are_never_half_written(tmp_path, make_config, monkeypatch):
             raise KeyboardInterrupt("killed")
         return real(pk)
     monkeypatch.setattr(lb, "labels_csv", dies_on_second)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match="^killed$"):   # the injected kill, no other
         run(cfg)
     folder = tmp_path / "out" / "labels"
     assert sorted(f.name for f in folder.iterdir()) == ["kmeans.csv", "kmeans.npy"]  # whole files or none

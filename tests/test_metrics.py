@@ -156,13 +156,14 @@ def test_batch_scores_equal_single_scores(norm):
 
 
 @pytest.mark.parametrize(
-    "args",
-    [([1, 2, 3], [1, 2]), ([], []), ([[1, 2]], [[1, 2]]), ([1, 2], [[1, 2]])],
+    "args,message",
+    [(([1, 2, 3], [1, 2]), "y_true has 3 labels but y_pred has 2"), (([], []), "empty labelling"),
+     (([[1, 2]], [[1, 2]]), "labels must be 1-D"), (([1, 2], [[1, 2]]), "labels must be 1-D")],
 )
-def test_validation(args):
-    with pytest.raises(UserError):
+def test_validation(args, message):
+    with pytest.raises(UserError, match=message):
         accuracy(*args)
-    with pytest.raises(UserError):
+    with pytest.raises(UserError, match=message):
         nmi(*args)
 
 
@@ -171,7 +172,7 @@ def test_validation_norm_and_batch_shape():
         nmi([0, 1], [0, 1], norm="geometric")
     with pytest.raises(UserError, match="2-D"):
         batch_scores([0, 1], [0, 1])
-    with pytest.raises(UserError):
+    with pytest.raises(UserError, match="y_true has 3 labels but y_pred has 2"):
         batch_scores([0, 1, 1], [[0, 1]])
 
 

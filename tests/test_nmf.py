@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from bigclust._util.errors import DataError, UserError
 from bigclust.algo.metrics import accuracy
 from bigclust.nmf import linear_nmf, linear_nmf_streamed
-from bigclust.nmf import _linear, _ops
+from bigclust.nmf import _linear, ops
 from bigclust.nmf._numba import EPS
 
 pytestmark = pytest.mark.filterwarnings("ignore::bigclust.nmf.NMFConvergenceWarning")
@@ -71,11 +71,11 @@ def test_iterates_match_reference(solver, ref, sparse):
     X, _ = docs()
     U0, V0 = start(X, 3)
     Xin = sp.csr_matrix(X) if sparse else X
-    Xin = _ops.csr_transpose(_ops.csr_transpose(Xin)) if sparse else Xin
-    XT = _ops.csr_transpose(Xin) if sparse else None
+    Xin = ops.csr_transpose(ops.csr_transpose(Xin)) if sparse else Xin
+    XT = ops.csr_transpose(Xin) if sparse else None
     U, V = U0.copy(), V0.copy()
     for t, (Ur, Vr) in enumerate(ref(X, U0, V0, 6)):
-        hist, _, _ = _linear.run_in_memory(Xin, XT, U, V, solver, 1, 0.0, _ops.sqnorm(Xin), sweeps=1)
+        hist, _, _ = _linear.run_in_memory(Xin, XT, U, V, solver, 1, 0.0, ops.sqnorm(Xin), sweeps=1)
         np.testing.assert_allclose(V, Vr, rtol=1e-10, atol=1e-14, err_msg=f"V after iteration {t + 1}")
         np.testing.assert_allclose(U, Ur, rtol=1e-10, atol=1e-14, err_msg=f"U after iteration {t + 1}")
         # the cheap objective (traces) equals the direct one
@@ -97,7 +97,7 @@ def test_normalisation_keeps_product_and_unit_columns():
     X, _ = docs()
     U0, V0 = start(X, 3)
     U, V = U0.copy(), V0.copy()
-    _linear.run_in_memory(X, None, U, V, "mu", 20, 0.0, _ops.sqnorm(X))
+    _linear.run_in_memory(X, None, U, V, "mu", 20, 0.0, ops.sqnorm(X))
     lab, Un, Vn = linear_nmf(X, 3, init=(U0, V0), n_init=1, max_iter=20, tol=0)
     np.testing.assert_allclose(Vn @ Un.T, V @ U.T, rtol=1e-12)
     np.testing.assert_allclose(np.linalg.norm(Un, axis=0), 1.0, rtol=1e-13)
@@ -248,8 +248,8 @@ def test_same_iterates_as_scikit_learn(solver, sk_solver):
     X, _ = docs(seed=12)
     U0, V0 = start(X, 3)
     U, V = U0.copy(), V0.copy()
-    hist, _, _ = _linear.run_in_memory(sp.csr_matrix(X), _ops.csr_transpose(sp.csr_matrix(X)), U, V, solver, 7,
-                                       0.0, _ops.sqnorm(X), sweeps=1)
+    hist, _, _ = _linear.run_in_memory(sp.csr_matrix(X), ops.csr_transpose(sp.csr_matrix(X)), U, V, solver, 7,
+                                       0.0, ops.sqnorm(X), sweeps=1)
     model = NMF(3, solver=sk_solver, beta_loss="frobenius", init="custom", max_iter=7, tol=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # its own ConvergenceWarning

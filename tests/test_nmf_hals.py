@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bigclust.nmf import _linear, _ops, linear_nmf
+from bigclust.nmf import _linear, linear_nmf, ops
 from tests.test_nmf import J, docs, start
 
 
@@ -39,10 +39,10 @@ def test_accelerated_hals_matches_reference(sparse):
     X, _ = docs(seed=21)
     U0, V0 = start(X, 4)
     Xin = sp.csr_matrix(X) if sparse else X
-    XT = _ops.csr_transpose(Xin) if sparse else None
+    XT = ops.csr_transpose(Xin) if sparse else None
     U, V = U0.copy(), V0.copy()
-    for t, (Ur, Vr) in enumerate(ref_accelerated(X, U0, V0, 5, _ops.HALS_SWEEPS, _ops.HALS_DELTA)):
-        hist, _, _ = _linear.run_in_memory(Xin, XT, U, V, "hals", 1, 0.0, _ops.sqnorm(Xin))
+    for t, (Ur, Vr) in enumerate(ref_accelerated(X, U0, V0, 5, ops.HALS_SWEEPS, ops.HALS_DELTA)):
+        hist, _, _ = _linear.run_in_memory(Xin, XT, U, V, "hals", 1, 0.0, ops.sqnorm(Xin))
         np.testing.assert_allclose(V, Vr, rtol=1e-9, atol=1e-12, err_msg=f"V after iteration {t + 1}")
         np.testing.assert_allclose(U, Ur, rtol=1e-9, atol=1e-12, err_msg=f"U after iteration {t + 1}")
         assert hist[-1] == pytest.approx(J(X, Ur, Vr), rel=1e-10)
@@ -54,12 +54,12 @@ def test_more_sweeps_descend_at_least_as_far_per_pass():
     X, _ = docs(seed=22)
     U0, V0 = start(X, 4)
     res = {}
-    for sweeps in (1, _ops.HALS_SWEEPS):
+    for sweeps in (1, ops.HALS_SWEEPS):
         U, V = U0.copy(), V0.copy()
-        h, _, _ = _linear.run_in_memory(X, None, U, V, "hals", 40, 0.0, _ops.sqnorm(X), sweeps=sweeps)
+        h, _, _ = _linear.run_in_memory(X, None, U, V, "hals", 40, 0.0, ops.sqnorm(X), sweeps=sweeps)
         assert np.all(np.diff(h) <= 1e-12 * h[0])
         res[sweeps] = h
-    assert res[_ops.HALS_SWEEPS][1] < res[1][1]
+    assert res[ops.HALS_SWEEPS][1] < res[1][1]
 
 
 def test_accelerated_hals_reaches_a_stationary_point():

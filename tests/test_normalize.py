@@ -148,12 +148,46 @@ def test_exact_solvers_satisfy_kkt(solver):
     assert info.kkt["dual_feasibility"] < 1e-14 and info.kkt["primal_min"] >= 0
 
 
-def test_alg1_is_feasible_but_not_the_nearest():
+def exact_bbs_ref(K, tol=1e-14, max_steps=100):
+    """The exact BBS projection by its dual closed form (DESIGN section 4), in NumPy:
+    ``G* = max(K + mu 1^T + 1 mu^T, 0)`` with ``sum_j max(K_ij + mu_i + mu_j, 0) = 1``, the equation
+    solved by damped semismooth Newton (Jacobian: the signless Laplacian of the active set)."""
+    n = K.shape[0]
+    r = K.sum(axis=1)
+    mu = (1 - r) / n - (n - r.sum()) / (2 * n * n)      # unclipped: K + mu1^T + 1mu^T has unit row sums
+
+    def resid(m):
+        return np.maximum(K + m[:, None] + m[None, :], 0).sum(axis=1) - 1
+
+    f = resid(mu)
+    for _ in range(max_steps):
+        if np.abs(f).max() < tol:
+            break
+        A = (K + mu[:, None] + mu[None, :] > 0).astype(float)
+        step = np.linalg.lstsq(np.diag(A.sum(axis=1)) + A, -f, rcond=None)[0]
+        t = 1.0
+        while t > 1e-10:
+            new = mu + t * step
+            fn = resid(new)
+            if np.linalg.norm(fn) < (1 - 1e-4 * t) * np.linalg.norm(f):
+                break
+            t /= 2
+        mu, f = new, fn
+    assert np.abs(f).max() < tol
+    return np.maximum(K + mu[:, None] + mu[None, :], 0)
+
+
+def test_alg1_is_feasible_but_not_the_exact_projection():
     K = gauss(60, gamma=0.5, seed=2)
+    G_star = exact_bbs_ref(K)
     Ga = bbs(K, "alternating", 3000)
-    Gd = bbs(K, "dual")
-    assert np.abs(Ga.sum(axis=1) - 1).max() < 1e-6
-    assert np.linalg.norm(Gd - K) < np.linalg.norm(Ga - K) - 1e-6
+    assert np.abs(Ga.sum(axis=1) - 1).max() < 1e-6 and Ga.min() >= 0 and np.array_equal(Ga, Ga.T)
+    # G* is the projection: <K - G*, F - G*> <= 0 for every feasible F, Alg. 1's point included
+    assert np.sum((K - G_star) * (Ga - G_star)) <= 1e-9
+    assert np.linalg.norm(G_star - K) < np.linalg.norm(Ga - K) - 1e-6
+    assert np.abs(Ga - G_star).max() > 1e-3                  # Alg. 1 stops at another feasible point
+    np.testing.assert_allclose(bbs(K, "dual", tol=1e-13), G_star, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(bbs(K, "dykstra", 200000, tol=1e-12), G_star, rtol=0, atol=1e-8)
 
 
 def test_exact_solution_matches_generic_qp():

@@ -31,6 +31,17 @@ def _zarr(tmp_path, K, chunk_rows, name="K"):
     return g, A
 
 
+def alg1_ref(K, n_iter):
+    """Paper 000's Alg. 1 in NumPy (DESIGN section 4): the affine projection
+    ``G + (1 + S/n)/n 11^T - (r1^T + 1r^T)/n`` then ``max(G, 0)``, n_iter times from G = K."""
+    G = np.array(K, dtype=np.float64)
+    n = G.shape[0]
+    for _ in range(n_iter):
+        r = G.sum(axis=1)
+        G = np.maximum(G + (1 + r.sum() / n) / n - (r[:, None] + r[None, :]) / n, 0.0)
+    return G
+
+
 def _budget(rows, n=N, itemsize=8):
     """max_memory giving exactly ``rows`` rows per block (3 buffers)."""
     return 3 * rows * n * itemsize
@@ -47,6 +58,7 @@ def test_bbs_blocked_equals_in_memory(tmp_path, chunk_rows, rows, n_iter):
     info = bbs_blocked(Kz, G, n_iter=n_iter, max_memory=_budget(rows))
     ref, ref_info = bbs(K, "alternating", n_iter=n_iter, return_info=True)
     np.testing.assert_allclose(G[...], ref, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(G[...], alg1_ref(K, n_iter), rtol=0, atol=1e-12)   # the reference, not the shared pass
     assert info.n_iter == n_iter and info.row_err == pytest.approx(ref_info.row_err, abs=1e-14)
 
 
@@ -86,6 +98,7 @@ def test_bbs_blocked_tol_history_and_zero_iterations(tmp_path):
     # the in-memory solver takes its row sums from a class-sum kernel on recorded iterations,
     # which may round differently in the last bit; the blocked one always uses bbs_alt_pass
     np.testing.assert_allclose(G[...], ref, atol=1e-12)
+    np.testing.assert_allclose(G[...], alg1_ref(K, info.n_iter), atol=1e-12)
     np.testing.assert_allclose(np.array(info.history), np.array(ref_info.history), atol=1e-12)
     with pytest.warns(NormalizeConvergenceWarning):
         assert not bbs_blocked(Kz, G, n_iter=3, tol=1e-12, max_memory=_budget(10)).converged

@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from bigclust._util.errors import DataError
 from bigclust.normalize import bbs, ncut, quality, sinkhorn
 from bigclust.normalize._bbs_sparse import Support
-from bigclust.normalize._common import check_sparse
+from bigclust.normalize.checks import check_sparse
 
 
 def gauss(n, gamma=1.0, d=5, seed=0):

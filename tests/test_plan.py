@@ -1,4 +1,6 @@
 """The memory planner: pure arithmetic, and no plan ever holds more than its budget."""
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,7 +22,7 @@ def test_block_rows_arithmetic():
     with pytest.raises(PlanError, match="cannot hold 3 rows"):
         block_rows(1000, 8, 3 * 8 * 1000 - 1)
     for bad in ("lots", 0, -5, "infGB", "1e400", "nanMB", True, "2e30TB"):
-        with pytest.raises(UserError):
+        with pytest.raises(UserError, match=f"max_memory must be a positive number of bytes.*got {re.escape(repr(bad))}$"):
             budget(bad)
 
 
@@ -29,7 +31,7 @@ def test_parse_bytes_units():
     assert parse_bytes("1 gib") == 2**30 and parse_bytes("1e9") == 10**9 and parse_bytes(1000) == 1000
     assert parse_bytes("1.5KB") == 1500 and parse_bytes("4G") == 4 * 10**9
     for bad in ("", "GB", "-1GB", 0, "1XB", "infGB", "1e400", "1e300GB", 2**61):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=f"^{re.escape(str(bad))}$"):   # names the value (config adds the key)
             parse_bytes(bad)
 
 
@@ -52,11 +54,11 @@ itemsizes = st.sampled_from([4, 8])
 @settings(max_examples=300, deadline=None)
 @given(n=sizes, itemsize=itemsizes, budget_=budgets, n_buffers=st.integers(1, 8))
 def test_block_rows_never_exceed_budget(n, itemsize, budget_, n_buffers):
-    try:
-        rows = block_rows(n, itemsize, budget_, n_buffers)
-    except PlanError:
-        assert n_buffers * n * itemsize > budget_  # refused only when one row per buffer does not fit
+    if n_buffers * n * itemsize > budget_:     # refused exactly when one row per buffer does not fit
+        with pytest.raises(PlanError, match=f"max_memory={budget_} bytes cannot hold {n_buffers} rows"):
+            block_rows(n, itemsize, budget_, n_buffers)
         return
+    rows = block_rows(n, itemsize, budget_, n_buffers)
     assert 1 <= rows <= n
     assert n_buffers * rows * n * itemsize <= budget_
     assert rows == n or n_buffers * (rows + 1) * n * itemsize > budget_  # and uses the budget
@@ -65,10 +67,12 @@ def test_block_rows_never_exceed_budget(n, itemsize, budget_, n_buffers):
 @settings(max_examples=300, deadline=None)
 @given(n=sizes, itemsize=itemsizes, budget_=budgets, m=st.integers(1, 12))
 def test_normalize_plan_working_set_within_budget(n, itemsize, budget_, m):
-    try:
-        plan = normalize_plan(n, itemsize, budget_, n_kernels=m)
-    except PlanError:
+    in_memory = (2 * n * n * itemsize if m == 1 else (m + 2) * n * n * 8) <= budget_
+    if not in_memory and (3 * n * itemsize if m == 1 else 5 * n * 8) > budget_:   # nor one streamed row each
+        with pytest.raises(PlanError, match=f"max_memory={budget_} bytes cannot hold"):
+            normalize_plan(n, itemsize, budget_, n_kernels=m)
         return
+    plan = normalize_plan(n, itemsize, budget_, n_kernels=m)
     assert plan.working_set <= budget_
     if plan.in_memory:
         assert plan.block_rows == n
@@ -83,11 +87,12 @@ def test_kernel_chunks_fit_every_streaming_consumer(n, itemsize, budget_):
     chunk = kernel_chunk_rows(n, itemsize, budget_)
     assert 1 <= chunk <= n and chunk * n * itemsize <= max(MAX_KERNEL_BLOCK, n * itemsize)
     for consumer in CONSUMERS:
-        try:
-            rows = consumer_rows(consumer, n, itemsize, budget_)
-        except PlanError:
+        n_buf, size = CONSUMERS[consumer]
+        if n_buf * n * (size or itemsize) > budget_:          # this consumer cannot run: refused, and says so
+            with pytest.raises(PlanError, match="cannot hold"):
+                consumer_rows(consumer, n, itemsize, budget_)
             continue
+        rows = consumer_rows(consumer, n, itemsize, budget_)
         assert chunk <= rows
         blocks = row_blocks(n, chunk, rows)
-        n_buf, size = CONSUMERS[consumer]
         assert max(r1 - r0 for r0, r1 in blocks) * n * (size or itemsize) * n_buf <= budget_

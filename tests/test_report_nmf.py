@@ -5,7 +5,7 @@ import json
 import pytest
 
 from bigclust._util.errors import UserError
-from bigclust.report.tables import compare
+from bigclust.report.compare import compare
 
 PAPER = {2: 0.40, 3: 0.50, 4: 0.60, 5: 0.60, 6: 0.60, 7: 0.60, 8: 0.60, 9: 0.60, 10: 0.60}
 

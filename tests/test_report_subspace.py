@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 
-from bigclust.report.tables import compare
+from bigclust.report.compare import compare
 
 
 def _rec(reg, k, aug, acc, nmi, dataset="coil20", **semi):

@@ -40,5 +40,5 @@ def test_embed_rows_unit_and_signs_fixed():
 
 
 def test_k_bounds():
-    with pytest.raises(UserError):
+    with pytest.raises(UserError, match=r"k=10 must be between 1 and n-1=9"):
         top_eigenvectors(_sym(10), 10)

@@ -10,7 +10,7 @@ from bigclust.pipeline.store import Store, read_matrix, write_csr, write_dense
 
 
 def test_atomic_stage_write_and_read(tmp_path):
-    from bigclust.pipeline.config import stable_hash
+    from bigclust._util.hashing import stable_hash
     s = Store(tmp_path / "s.zarr", owner={"name": "a"})
     M = sp.random(30, 20, density=0.2, format="csr", random_state=0)
     k1 = stable_hash({"a": 1})  # a stage's key is the hash of its parameters
@@ -27,7 +27,7 @@ def test_atomic_stage_write_and_read(tmp_path):
 
 def test_failed_stage_leaves_nothing(tmp_path):
     s = Store(tmp_path / "s.zarr", owner={"name": "a"})
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="^boom$"):
         with s.write("x", "k", {}) as g:
             write_dense(g, "A", np.ones(3))
             raise RuntimeError("boom")
@@ -39,7 +39,7 @@ def test_existing_instance_replaced_only_when_new_one_is_complete(tmp_path):
     s = Store(tmp_path / "s.zarr", owner={"name": "a"})
     with s.write("x", "k", {}) as g:
         write_dense(g, "A", np.ones(3))
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="^killed mid-write$"):
         with s.write("x", "k", {}) as g:
             write_dense(g, "A", np.zeros(3))
             raise RuntimeError("killed mid-write")

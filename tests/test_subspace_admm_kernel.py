@@ -21,9 +21,10 @@ def _reference_columns(D, X, nbr, thr, ridge, rho0, eps_abs, eps_rel, max_iter, 
     n, k = nbr.shape
     for i in range(n):
         A = np.empty((k, D.shape[1]))
-        G = np.empty((k, k))
-        b = np.empty(k)
-        K.gram_column(D, X, nbr, i, A, G, b)
+        for p in range(k):
+            A[p, :] = D[nbr[i, p]]
+        G = A @ A.T                             # G_pq = <D[N_i[p]], D[N_i[q]]>, b_p = <D[N_i[p]], x_i>
+        b = A @ X[i]
         rho = rho0
         M = np.linalg.inv(G + (ridge + rho) * np.eye(k))
         z = np.zeros(k)

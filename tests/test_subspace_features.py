@@ -157,7 +157,8 @@ def test_uncentred_pca_equals_svd(n_rows):
 def test_new_keys_keep_hashes(tmp_path):
     """[aksc] features / image / max_iter at their defaults change neither the config hash nor the stage keys."""
     from bigclust.pipeline.config import load
-    from bigclust.pipeline.stages import SubspaceParams, stage_key
+    from bigclust.pipeline.stages import stage_key
+    from bigclust.subspace.plugin import SubspaceStageParams as SubspaceParams
     base = ('[data]\nname = "mnist-test-500-0-2"\n[method]\nnames = ["aksc"]\n[store]\npath = "s.zarr"\n'
             '[output]\ndir = "out"\n[aksc]\naugment = "mnist"\n')
     (tmp_path / "a.toml").write_text(base)

@@ -8,7 +8,7 @@ from bigclust.estimators import SubspaceClustering
 from bigclust.pipeline.runner import run
 from bigclust.pipeline.store import Store, read_matrix
 from bigclust.subspace import aks_sc, interpolate
-from bigclust.subspace._stage import draw_labelled
+from bigclust.subspace.plugin import draw_labelled
 
 
 def _union(n_per=30, n_sub=4, dim=3, d=30, seed=1):

@@ -119,7 +119,7 @@ def _abs_row_stats(b):
     return np.stack([a.sum(axis=1), a.max(axis=1)], axis=1)
 
 
-def _nonzero_rows(X, k, who, what, fate="labelled -1"):
+def drop_zero_rows(X, k, who, what, fate="labelled -1"):
     """``(keep mask or None, X without its all-zero rows)``: such a row cannot be placed (label -1, as noise).
 
     A Dask array is scanned once, block by block, for the mask (n booleans) and stays lazy; a row
@@ -156,7 +156,7 @@ def user_stacklevel():
     ``fit_predict``, a scikit-learn ``Pipeline`` or directly gets the user's line either way.
     """
     import sklearn
-    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # bigclust/: the families' too
     # contextlib: frames of warnings_at_caller's exit; sklearn: a Pipeline / GridSearchCV calling our fit
     skip = (here, os.path.abspath(contextlib.__file__), os.path.dirname(os.path.abspath(sklearn.__file__)) + os.sep)
     f, level = sys._getframe(1), 1
@@ -195,21 +195,13 @@ def warnings_at_caller():
                 warnings.warn(w.message, stacklevel=user_stacklevel())
 
 
-def _expand(keep, labels, *arrays):
-    """Labels (and row arrays) of the kept rows back to all rows: -1 (zeros) for the dropped ones."""
-    if keep is None:
-        return (labels, *arrays)
-    full = np.full(keep.size, -1, dtype=np.int64)
-    full[keep] = labels
-    out = []
-    for a in arrays:
-        if a is None:
-            out.append(None)
-            continue
-        b = np.zeros((keep.size,) + a.shape[1:])
-        b[keep] = a
-        out.append(b)
-    return (full, *out)
+def _expand_rows(keep, a, fill=0.0, dtype=np.float64):
+    """Rows of the kept rows back to all rows (``fill`` for the dropped ones; labels: -1, int64)."""
+    if keep is None or a is None:
+        return a
+    out = np.full((keep.size,) + a.shape[1:], fill, dtype=dtype)
+    out[keep] = a
+    return out
 
 
 def _expand_square(keep, K):

@@ -1,7 +1,6 @@
-"""What a store holds on disk, and cleaning it: ``bigclust store du`` / ``store clean``, ``[store] keep``.
+"""Cleaning a store: ``bigclust store clean`` (what it holds on disk is :mod:`bigclust.pipeline.usage`).
 
-Sizes are bytes allocated on disk (:func:`bigclust.pipeline.store.disk_bytes`), per
-stage and per array of each stage instance.  Cleaning removes whole stage
+Cleaning removes whole stage
 instances (``stages/<stage>/<key>``): every derived instance that a given
 config does not use (found by planning the config's chains against the store,
 :class:`bigclust.pipeline.runner.Runner` with ``dry``), or all derived ones without
@@ -16,85 +15,15 @@ from pathlib import Path
 
 from bigclust._util.errors import StoreError
 from bigclust._util.plan import format_bytes
+from bigclust.pipeline.config import load
+from bigclust.pipeline.methods import get as get_method
+from bigclust.pipeline.runner import Missing, Runner, instances, owner, run_units
 from bigclust.pipeline.store import Store, disk_bytes
-
-
-def usage(store_path) -> dict:
-    """Bytes on disk of a store: total, per stage (with its number of instances) and per array.
-
-    Returns ``{"path", "bytes", "other_bytes", "stages": {stage: {"bytes", "instances", "dropped",
-    "arrays": {"<key>/<array>": bytes}}}}``; ``other_bytes`` is what lies outside ``stages/``
-    (the root metadata, a killed writer's ``tmp/``).
-    """
-    store = Store(store_path)
-    out = {"path": str(store.path), "bytes": disk_bytes(store.path), "stages": {}}
-    inside = 0
-    for stage in store.stages():
-        keys = store.stage_keys(stage)
-        arrays, total = {}, 0
-        for key in keys:
-            d = store.path / "stages" / stage / key
-            for part in sorted(d.iterdir()):
-                if part.is_dir():
-                    arrays[f"{key}/{part.name}"] = disk_bytes(part)
-            total += disk_bytes(d)
-        total += sum(disk_bytes(p) for p in (store.path / "stages" / stage).iterdir() if p.name not in keys)
-        out["stages"][stage] = {"bytes": total, "instances": len(keys),
-                                "dropped": sum(store.dropped(stage, k) for k in keys), "arrays": arrays}
-        inside += total
-    out["other_bytes"] = out["bytes"] - inside
-    return out
-
-
-def format_usage(u: dict, top: int = 10) -> str:
-    """``store du`` as text: a line per stage, then the ``top`` largest arrays."""
-    lines = [f"{u['path']}: {format_bytes(u['bytes'])} on disk"]
-    stages = sorted(u["stages"].items(), key=lambda kv: -kv[1]["bytes"])
-    for stage, s in stages:
-        dropped = f", {s['dropped']} dropped" if s["dropped"] else ""
-        lines.append(f"  {stage:<11} {format_bytes(s['bytes']):>10}  {s['instances']} instance(s){dropped}")
-    if u["other_bytes"]:
-        lines.append(f"  {'(other)':<11} {format_bytes(u['other_bytes']):>10}  root metadata, unfinished writes")
-    arrays = sorted(((f"{st}/{name}", b) for st, s in u["stages"].items() for name, b in s["arrays"].items()),
-                    key=lambda kv: -kv[1])[:top]
-    if arrays:
-        lines.append("largest arrays (stages/<stage>/<key>/<array>):")
-        lines += [f"  {format_bytes(b):>10}  {name}" for name, b in arrays]
-    return "\n".join(lines)
-
-
-def summary_line(store: Store) -> str:
-    """One line for the end of a run: the store, its size on disk and its three largest stages."""
-    u = usage(store.path)
-    big = sorted(u["stages"].items(), key=lambda kv: -kv[1]["bytes"])[:3]
-    parts = ", ".join(f"{st} {format_bytes(s['bytes'])}" for st, s in big)
-    return (f"store {store.path}: {format_bytes(u['bytes'])} on disk" + (f" ({parts})" if parts else "")
-            + "; bigclust store du / store clean to inspect or free it")
-
-
-def drop_intermediates(store: Store, done, droppable) -> tuple[int, int]:
-    """``[store] keep = "results"``: drop the large arrays of the instances a run used; (count, bytes freed).
-
-    Only dense arrays are dropped (a kNN kernel is small and sparse).
-    """
-    n, freed = 0, 0
-    for stage, key in list(done):
-        if stage not in droppable or not store.has(stage, key):
-            continue
-        g = store.open(stage, key)
-        names = [a for a in droppable[stage] if a in g and g[a].attrs.get("format") != "csr"]
-        if names:
-            freed += store.drop(stage, key, names)
-            n += 1
-    return n, freed
+from bigclust.pipeline.subsets import subset_draws
 
 
 def used_instances(cfg, store: Store) -> set:
     """``(stage, key)`` of every instance in ``store`` that a run of ``cfg`` would use (nothing is run)."""
-    from bigclust.pipeline.methods import get as get_method
-    from bigclust.pipeline.runner import Runner, _Missing, instances, run_units
-    from bigclust.pipeline.subsets import subset_draws
-
     runner = Runner(cfg, store, None, False, log=lambda msg: None)
     runner.dry = True
     points = list(cfg.points())
@@ -107,9 +36,9 @@ def used_instances(cfg, store: Store) -> set:
             for _, _, classes in draws:
                 try:
                     runner.run_instance(method, group, classes)
-                except _Missing:
+                except Missing:
                     continue
-    except _Missing:  # not even the data are in the store
+    except Missing:  # not even the data are in the store
         pass
     return set(runner.done) | set(runner.planned)
 
@@ -124,17 +53,14 @@ def clean(store_path, config=None, *, all_=False, dry_run=False) -> dict:
     Returns ``{"removed": ["stage/key", ...], "bytes": freed, "kept": n}``;
     ``dry_run`` removes nothing and reports what would go.
     """
-    from bigclust.pipeline.config import load
-    from bigclust.pipeline.runner import _owner
-
     store = Store(store_path)
     used = set()
     for path in ([] if config is None else [config] if isinstance(config, (str, Path)) else config):
         cfg = load(path)
-        owner = dict(store.root.attrs).get("owner")
-        if owner != json.loads(json.dumps(_owner(cfg), default=str)):
+        made_for = dict(store.root.attrs).get("owner")
+        if made_for != json.loads(json.dumps(owner(cfg), default=str)):
             raise StoreError(f"store {store.path} was made for other data than {cfg.path}'s [data] "
-                             f"(owner {owner}); give the config that uses this store")
+                             f"(owner {made_for}); give the config that uses this store")
         used |= used_instances(cfg, store)
     removed, freed, kept = [], 0, 0
     for stage in store.stages():

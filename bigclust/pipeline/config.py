@@ -1,6 +1,7 @@
 """TOML pipeline configs: parse, validate, expand sweeps.
 
-A config describes one pipeline in ten sections (``[data]`` ... ``[output]``).
+A config describes one pipeline in sections (``[data]`` ... ``[output]``, the sections of the families'
+methods; the schema is :mod:`bigclust.pipeline.schema`).
 Every scalar parameter may be given as a list, which sweeps it; the grid is
 the Cartesian product of all swept parameters.  Everything is checked before
 any work starts and every error names the file, the key and what was expected
@@ -12,162 +13,24 @@ scikit-learn's rbf ``gamma``), or ``"median"``: the median squared distance
 over the kernel's pairs, resolved by the affinity stage (recorded as
 ``gamma_used``).  ``[store] path`` and ``[output] dir`` default to
 ``<config stem>.zarr`` and ``<config stem>-results`` beside the config file;
-``[method] names`` to ``kmeans, ra, ncut, sk, bbs``.  ``[data] label_column =
+``[method] names`` to the methods registered as defaults.  ``[data] label_column =
 false`` (or ``"none"``) declares unlabelled data and then needs
 ``[cluster] n_clusters``.
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import math
 import tomllib
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
 
 from bigclust._util.errors import ConfigError
+from bigclust._util.hashing import stable_hash
 from bigclust._util.plan import parse_bytes
-
-AFFINITIES = ("gaussian", "knn", "linear", "cosine", "cosine2")
-
-
-@dataclass(frozen=True)
-class Key:
-    """Schema of one config key."""
-
-    type: type | tuple[type, ...]
-    default: Any = None
-    check: Callable[[Any], bool] | None = None
-    expect: str = ""          # what the check wants, for the error message
-    sweep: bool = True        # may be given as a list of values
-    required: bool = False
-    added: bool = False       # a later key: left out of Config.hash at its default, so earlier runs keep theirs
-    # decides only what stays on disk, never a score: left out of Config.hash and of checks.same_settings,
-    # so setting it does not make a finished run's folder another config's
-    scoreless: bool = False
-
-
-def _choice(*values):
-    return Key(str, values[0], lambda v: v in values, "one of " + ", ".join(map(repr, values)))
-
-
-def _pos(t=float, default=None, **kw):
-    return Key(t, default, lambda v: v > 0, "> 0", **kw)
-
-
-def _nonneg(t=int, default=0, **kw):
-    return Key(t, default, lambda v: v >= 0, ">= 0", **kw)
-
-
-SCHEMA: dict[str, dict[str, Key]] = {
-    "data": {
-        "name": Key(str, None, sweep=False),
-        "path": Key(str, None, sweep=False),
-        "root": Key(str, None, sweep=False),
-        # an index (negative: from the end), a header column name, or false / "none": no labels
-        "label_column": Key((int, str, bool), -1, lambda v: v is False or (v is not True and v != ""),
-                            'a column index, a column name from the header, or false / "none" (no labels)',
-                            sweep=False),
-        "header": Key((bool, str), "auto", lambda v: v in (True, False) or v == "auto",
-                      'true, false or "auto" (a first line that is not all numbers is a header)', sweep=False,
-                      added=True),
-        "chunk_rows": _pos(int, 4096, sweep=False),
-    },
-    "preprocess": {
-        # zero mean, unit variance per feature (sparse: unit variance only)
-        "standardize": Key(bool, False, added=True),
-        "l2_normalize": Key(bool, True),
-        "pca": _nonneg(int, 0),
-        "tfidf": Key(bool, True),           # weight sparse (count) data by tf-idf; false: take them as they are
-        "tfidf_local": _choice("tf", "binary", "augmented", "log"),
-        "tfidf_global": _choice("idf", "none"),
-        "tfidf_normalize": Key(bool, True),
-    },
-    "affinity": {
-        "kind": Key(str, "gaussian", lambda v: v in AFFINITIES, "one of " + ", ".join(AFFINITIES)),
-        # exp(-d^2 / gamma): a squared distance; "median": the median squared distance of the kernel's pairs
-        "gamma": Key((float, str), 1.0, lambda v: v == "median" or (not isinstance(v, str) and v > 0),
-                     '> 0 or "median"'),
-        "n_neighbors": Key(int, 15, lambda v: v >= 2, ">= 2"),
-        "dtype": _choice("float64", "float32"),
-        # how kind = "knn" finds neighbours (bigclust.algo.knn): exact blocked GEMM, approximate, or by n^2 d
-        # ("ivf": inverted file, k-means cells searched exactly against their nearest cells; bigclust.algo.knn.ivf)
-        "knn": _choice("auto", "exact", "approx", "pynndescent", "hnswlib", "faiss", "ivf"),
-        # kind = "knn": > 0 searches (exactly, or by "ivf" in groups of cells) in resumable chunks of this many
-        # rows (tasks on a cluster), 0 in one task
-        "knn_chunk_rows": _nonneg(int, 0, sweep=False),
-        # knn = "ivf": cells (0: round(sqrt(n))) and cells searched per cell (0: 32); see bigclust.algo.knn.ivf
-        "ivf_cells": _nonneg(int, 0),
-        "ivf_probe": _nonneg(int, 0),
-    },
-    "method": {
-        # checked against the registry in from_dict; each method's own parameters are in its section
-        "names": Key(list, ["kmeans", "ra", "ncut", "sk", "bbs"], sweep=False),
-    },
-    # the aksc method's subspace stage at scale (bigclust.subspace._chunked); keys added later
-    "subspace": {
-        # > 0: augmentation and features streamed into zarr, the coefficient columns in resumable chunks of this
-        # many columns (Dask tasks; on the cluster with --scheduler); 0: one in-memory call
-        "chunk_cols": _nonneg(int, 0, sweep=False, added=True),
-        "augment_chunk_rows": _pos(int, 1000, sweep=False, added=True),   # source images per augmentation chunk
-        # the dictionary kNN: "auto" = exact up to 20000 originals, NN-descent above
-        "knn": Key(str, "auto", lambda v: v in ("auto", "exact", "pynndescent"),
-                   "one of 'auto', 'exact', 'pynndescent'", sweep=False, added=True),
-    },
-    "embed": {
-        "n_components": Key(int, 0, lambda v: v == 0 or v >= 1, "0 (= number of clusters) or >= 1"),
-        "eigensolver": _choice("auto", "eigh", "eigsh", "lobpcg", "amg"),
-    },
-    "cluster": {
-        "n_clusters": Key(int, 0, lambda v: v == 0 or v >= 2, "0 (= number of classes) or >= 2"),
-        "n_init": _pos(int, 100),
-        "max_iter": _pos(int, 1000),
-        "algorithm": _choice("auto", "lloyd", "minibatch"),
-        "minibatch_threshold": _pos(int, 200_000),
-        "batch_size": _pos(int, 4096),
-        # numpy's seeds are 32-bit: a larger one would pass here and fail stages later
-        "seed": Key(int, 0, lambda v: 0 <= v < 2**32, "0 <= seed < 2**32 (4294967296)"),
-    },
-    "evaluate": {
-        "nmi_norm": _choice("sqrt", "max", "arithmetic"),
-        # "subsets": every method on random subsets of the classes (paper 001), averaged per size
-        "protocol": Key(str, "all", lambda v: v in ("all", "subsets"), "one of 'all', 'subsets'", sweep=False),
-        "subset_sizes": Key(list, [2, 3, 4, 5, 6, 7, 8, 9, 10],
-                            lambda v: len(v) > 0 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 2
-                                                         for x in v) and len(set(v)) == len(v),
-                            "a list of distinct integers >= 2", sweep=False),
-        "subset_trials": _pos(int, 50, sweep=False),
-        "subset_seed": _nonneg(int, 0, sweep=False),
-    },
-    "dask": {
-        "scheduler": Key(str, "", sweep=False),
-        "n_workers": _pos(int, 1, sweep=False),
-    },
-    "store": {
-        "path": Key(str, None, sweep=False),          # default: <config stem>.zarr beside the config
-        "max_memory": Key((str, int), "4GB", sweep=False),
-        # "results": delete dense kernels (and subsets' copies of the rows) at the end of a run
-        "keep": Key(str, "all", lambda v: v in ("all", "results"), "one of 'all', 'results'", sweep=False,
-                    added=True, scoreless=True),
-    },
-    "output": {
-        "dir": Key(str, None, sweep=False),           # default: <config stem>-results beside the config
-        "plots": Key(bool, True, sweep=False),
-    },
-}
-
-#: keys of the old flat [method] section (and [cluster] kmeans_n_init) and where they live now
-MOVED = {("method", "n_iter"): "[sk] n_iter, [bbs] n_iter, [mbbs] n_iter",
-         ("method", "tol"): "[sk] tol, [bbs] tol",
-         ("method", "solver"): "[bbs] solver",
-         ("method", "ncut_iter"): "[ncut] n_iter",
-         ("method", "record_every"): "[sk] record_every, [bbs] record_every",
-         ("method", "lam"): "[mbbs] lam",
-         ("method", "mbbs_outer"): "[mbbs] n_outer",
-         ("cluster", "kmeans_n_init"): "[kmeans] n_init"}
+from bigclust.pipeline import methods
+from bigclust.pipeline.schema import AFFINITIES, SCHEMA, Key  # noqa: F401  (their home before schema.py)
 
 
 @dataclass(frozen=True)
@@ -230,12 +93,6 @@ class Config:
         return list(self.sections["method"]["names"])
 
 
-def stable_hash(obj) -> str:
-    """Short, stable hash of a JSON-able object (sorted keys)."""
-    blob = json.dumps(obj, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
-
-
 def _type_name(t):
     if isinstance(t, tuple):
         return " or ".join(_type_name(x) for x in t)
@@ -287,9 +144,26 @@ def load(path) -> Config:
 
 
 def schema() -> dict[str, dict[str, Key]]:
-    """The shared sections plus one section per registered method (:mod:`bigclust.pipeline.methods`)."""
-    from bigclust.pipeline import methods
-    return {**SCHEMA, **{name: methods.get(name).schema() for name in methods.names()}}
+    """The shared sections (those the families add among them), then one section per registered method.
+
+    ``[method] names`` defaults to the methods registered with ``default=True``
+    (:mod:`bigclust.pipeline.methods`).
+    """
+    full = {}
+    for sec, keys in SCHEMA.items():
+        full[sec] = keys if sec != "method" else {"names": Key(list, methods.default_names(), sweep=False)}
+        full.update({name: s["keys"] for name, s in methods.SECTIONS.items() if s["after"] == sec})
+    full.update({name: s["keys"] for name, s in methods.SECTIONS.items() if s["after"] not in SCHEMA})
+    return {**full, **{name: methods.get(name).schema() for name in methods.names()}}
+
+
+def moved() -> dict[tuple[str, str], str]:
+    """Keys of the old flat ``[method]`` section (and ``[cluster] kmeans_n_init``) and where they live now."""
+    out = {}
+    for m in methods.REGISTRY.values():
+        for old, key in m.moved.items():
+            out[old] = (out[old] + ", " if old in out else "") + f"[{m.name}] {key}"
+    return out
 
 
 def _section_of(full, key) -> str:
@@ -298,12 +172,9 @@ def _section_of(full, key) -> str:
     return " or ".join(homes) if homes else "the section it configures"
 
 
-def from_dict(raw: dict, path: Path | str = "<config>") -> Config:
-    """Validate an already parsed config dict (see :func:`load`)."""
-    from bigclust.pipeline import methods
-
-    path = Path(path)
-    full = schema()
+def _check_sections(raw: dict, path: Path, full: dict):
+    """Every top-level entry is a known section; no key of the old flat sections is left."""
+    was = moved()
     for sec in raw:
         if not isinstance(raw[sec], dict):
             # a key above the first [section] (or a section name used as a key)
@@ -313,10 +184,17 @@ def from_dict(raw: dict, path: Path | str = "<config>") -> Config:
             raise ConfigError(f"{path}: unknown section [{sec}]; expected one of "
                               + ", ".join(f"[{s}]" for s in full))
         for key in raw[sec]:
-            if (sec, key) in MOVED:
-                raise ConfigError(f"{path}: [{sec}] {key} has moved to the method sections: {MOVED[(sec, key)]} "
+            if (sec, key) in was:
+                raise ConfigError(f"{path}: [{sec}] {key} has moved to the method sections: {was[(sec, key)]} "
                                   "(README, 'Configs')")
-    names = raw.get("method", {}).get("names", SCHEMA["method"]["names"].default)
+
+
+def from_dict(raw: dict, path: Path | str = "<config>") -> Config:
+    """Validate an already parsed config dict (see :func:`load`)."""
+    path = Path(path)
+    full = schema()
+    _check_sections(raw, path, full)
+    names = raw.get("method", {}).get("names", full["method"]["names"].default)
     if not methods.check_names(names):
         bad = [v for v in names if not (isinstance(v, str) and v in methods.names())] if isinstance(names, list) else []
         what = f"unknown method {bad[0]!r}" if bad else f"expected a non-empty list of method names, got {names!r}"

@@ -13,22 +13,23 @@ stages downstream of it.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import sys
 import time
 import warnings
 from pathlib import Path
 
-from bigclust._util.version import __version__
-from bigclust.pipeline import stages
-from bigclust.pipeline.checks import (_archive_out_dir, _no_labels, _precheck, check_out_dir, check_sizes, check_writable,
-                     n_distinct_rows)
-from bigclust.pipeline.config import Config, load, stable_hash
 from bigclust._util.errors import DataError, UserError
+from bigclust._util.hashing import stable_hash
+from bigclust._util.plan import format_bytes
+from bigclust._util.version import __version__
+from bigclust.pipeline import stages, usage
+from bigclust.pipeline.checks import (_archive_out_dir, _no_labels, _precheck, check_out_dir, check_sizes,
+                                      check_writable, n_distinct_rows)
+from bigclust.pipeline.config import Config, load
+from bigclust.pipeline.methods import STAGES, StageDef, hashed, stage_key
 from bigclust.pipeline.methods import get as get_method
 from bigclust.pipeline.scheduler import _parse_scheduler, _submit, check_scheduler, dask_client
-from bigclust.pipeline.stages import STAGES, StageDef, hashed, stage_key
-from bigclust._util.plan import format_bytes
+from bigclust.pipeline.stages.data import INGEST
 from bigclust.pipeline.store import Store, read_matrix
 from bigclust.pipeline.subsets import _average_trials, _trial_progress, subset_draws
 
@@ -55,7 +56,7 @@ class Runner:
         self.planned: dict[tuple[str, str], dict] = {}   # dropped instances met while planning (attrs only)
         self._distinct = {}
         self.dropped = [0, 0]       # instances dropped during the run and bytes freed ([store] keep = "results")
-        self.dry = False            # plan only: keys of instances in the store, nothing run (_Missing otherwise)
+        self.dry = False            # plan only: keys of instances in the store, nothing run (Missing otherwise)
         self.reuse_dropped = False  # a dropped instance counts as finished (everything after it is)
         self._any_dropped = any(store.dropped(s, k) for s in DROPPABLE for k in store.stage_keys(s))
 
@@ -74,7 +75,7 @@ class Runner:
         if self.dry:  # planning: what is in the store (dropped or not), recorded apart from what this run did
             if sk not in self.done and sk not in self.planned:
                 if not (self.store.has(stage, key) or (not self.force and self.store.dropped(stage, key))):
-                    raise _Missing(stage, key)
+                    raise Missing(stage, key)
                 self.planned[sk] = dict(self.store.open(stage, key, dropped_ok=True).attrs)
             return key
         if sk not in self.done and self.reuse_dropped and not self.force and self.store.dropped(stage, key):
@@ -157,7 +158,8 @@ class Runner:
             tfidf_local=pre["tfidf_local"] if text else None, tfidf_global=pre["tfidf_global"] if text else None,
             tfidf_normalize=pre["tfidf_normalize"] if text else None, chunk_rows=d["chunk_rows"],
             standardize=pre["standardize"])
-        pre_key = self._stage(PREPROCESS, pp, _fmt({k: v for k, v in hashed(pp).items() if v is not None and k != "input"}))
+        pre_key = self._stage(PREPROCESS, pp, _fmt({k: v for k, v in hashed(pp).items()
+                                                    if v is not None and k != "input"}))
         y = None
         if ia["has_labels"]:
             y = read_matrix(self.store.open("ingest", ing_key), "y")
@@ -189,7 +191,7 @@ class Runner:
             try:
                 final = self._run_instance(method, group, classes)[1]
                 self.reuse_dropped = self.store.has(*final)
-            except _Missing:
+            except Missing:
                 pass
             finally:
                 self.dry = False
@@ -201,8 +203,8 @@ class Runner:
     def _run_instance(self, method, group, classes=None):
         from bigclust.algo.metrics import batch_scores
 
-        point = _with_overrides(group[0], method)
-        group = [_with_overrides(p, method) for p in group]
+        point = method.with_overrides(group[0])
+        group = [method.with_overrides(p) for p in group]
         params = method.make(point[method.name])
         pre_key, ia, y = self.data(point)
         src, keys, chain = "preprocess", [pre_key], [("preprocess", pre_key)]
@@ -229,7 +231,7 @@ class Runner:
         last = self.done[(src, keys[0])]
         self.chains[(src, keys[0])] = [("ingest", self.ingest_key)] + chain  # for the label files and figures
         labels = read_matrix(self.store.open(src, keys[0]), "labels")
-        rec = {"method": method.name, "params": _shown(method, params, group), "dataset": ia["dataset"],
+        rec = {"method": method.name, "params": method.shown(params, group), "dataset": ia["dataset"],
                "n": ia["n_samples"], "k": ctx.k}
         if ("cluster", "seed") in self.cfg.sweeps:   # trials over seeds: tell their records apart
             rec["seed"] = point["cluster"]["seed"]
@@ -253,41 +255,13 @@ class Runner:
         return rec, (src, keys[0])
 
 
-class _Missing(Exception):
+class Missing(Exception):
     """Planning (``Runner.dry``) met an instance that is not in the store: nothing after it can be."""
 
 
 #: what ``[store] keep = "results"`` deletes at the end of a run: stage -> arrays (dense kernels; the
 #: subset protocol's copies of the rows).  Their instances keep their attributes (see Store.drop).
 DROPPABLE = {"affinity": ("K",), "subset": ("X",)}
-
-
-def _with_overrides(point, method):
-    """The point with the values the method sets for its own chain (``Method.overrides``)."""
-    if method.overrides is None:
-        return point
-    over = method.overrides(method.make(point[method.name]))
-    if not over:
-        return point
-    return {s: {**v, **over.get(s, {})} for s, v in point.items()}
-
-
-def _shown(method, params, group) -> dict:
-    """The parameters a record is labelled with: the affinity's width(s) and the method's own."""
-    shown = {}
-    a = group[0]["affinity"]
-    if "affinity" in method.stages(params, group[0]):
-        if a["kind"] != "gaussian":
-            shown["kind"] = a["kind"]
-        if method.combine:
-            sec, key = method.combine
-            shown[key + "s"] = [p[sec][key] for p in group]
-        elif a["kind"] in ("gaussian", "knn"):
-            shown["gamma"] = a["gamma"]
-        if a["kind"] == "knn":
-            shown["n_neighbors"] = a["n_neighbors"]
-    shown.update(dataclasses.asdict(params))
-    return shown
 
 
 def instances(cfg: Config, points, method):
@@ -307,14 +281,8 @@ def instances(cfg: Config, points, method):
     return list(groups.values())
 
 
-def _ingest_with_progress(store_path, key, attrs, p, *, source, **_):
-    from bigclust._util.progress import bar as progress_bar
-    with progress_bar(source.info.n_samples, f"ingest {source.info.name}", "rows") as bar:
-        stages.ingest(store_path, key, attrs, p, source=source, progress=bar.update)
-
-
 # ingest and preprocess start every chain; the Runner builds their parameters from [data] / [preprocess]
-INGEST = StageDef("ingest", None, _ingest_with_progress, "X")
+# (INGEST: bigclust.pipeline.stages.data)
 PREPROCESS = StageDef("preprocess", None, stages.preprocess, "X")
 
 
@@ -377,7 +345,7 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
         dk = cfg.sections["dask"]
         scheduler = scheduler if scheduler is not None else dk["scheduler"]
         check_scheduler(scheduler)
-        store = Store(store_path, owner=_owner(cfg), force=force)
+        store = Store(store_path, owner=owner(cfg), force=force)
     log(f"bigclust {__version__}: {cfg.path}: {len(points)} sweep point(s) x {len(cfg.methods)} method(s), "
         f"store {store.path}")
     t0 = time.perf_counter()
@@ -394,14 +362,13 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
     if runner.trials and cfg.sections["output"]["plots"]:
         log("[output] plots: the subset protocol writes no figures and no label files (a labelling per subset); "
             "trials.csv has every subset's scores")
-    from bigclust.pipeline.clean import drop_intermediates, summary_line
     if cfg.sections["store"]["keep"] == "results":
-        n_dropped, freed = drop_intermediates(store, runner.done, DROPPABLE)
+        n_dropped, freed = usage.drop_intermediates(store, runner.done, DROPPABLE)
         n_dropped, freed = n_dropped + runner.dropped[0], freed + runner.dropped[1]
         if n_dropped:
             log(f"[store] keep = \"results\": dropped the arrays of {n_dropped} dense kernel(s) / row copies "
                 f"({format_bytes(freed)}); a re-run recomputes them only where a result is missing")
-    log(summary_line(store))
+    log(usage.summary_line(store))
     log(f"done in {time.perf_counter() - t0:.1f} s; results in {out_dir}")
     print(report.subset_tables(records) if runner.trials else report.markdown_table(records))
     return records
@@ -466,8 +433,6 @@ def _subsets_outer(runner, units, draws):
     an instance a later subset meets again (the same classes drawn twice) is finished with everything
     after it, so nothing reads a dropped array.  Returns the (record, final) pairs per unit, in draw order.
     """
-    from bigclust.pipeline.clean import drop_intermediates
-
     per_unit = [[] for _ in units]
     with _trial_progress(runner, f"{len(units)} method instance(s), each subset's kernels dropped after them",
                          len(draws)) as tick:
@@ -475,7 +440,7 @@ def _subsets_outer(runner, units, draws):
             before = len(runner.done)
             for trials, (method, group) in zip(per_unit, units):
                 trials.append(_trial(runner, method, group, k, trial, classes))
-            n, freed = drop_intermediates(runner.store, list(runner.done)[before:], DROPPABLE)
+            n, freed = usage.drop_intermediates(runner.store, list(runner.done)[before:], DROPPABLE)
             runner.dropped[0] += n
             runner.dropped[1] += freed
             tick()
@@ -489,7 +454,8 @@ def run_units(points, grouped):
     return units
 
 
-def _owner(cfg: Config) -> dict:
+def owner(cfg: Config) -> dict:
+    """Whose data a store holds: the ``[data]`` name or the data file's absolute path."""
     d = cfg.sections["data"]
     return {"name": d["name"], "path": str(cfg.resolve(d["path"]).resolve()) if d["path"] else None}
 
@@ -512,44 +478,3 @@ def validate(config_path) -> Config:
     if sched and sched not in ("synchronous", "local-cluster"):
         _parse_scheduler(sched, "[dask] scheduler")  # its form only: validate connects to nothing
     return cfg
-
-
-def ingest_to_store(name, root, store_path, *, chunk_rows=4096, force=False):
-    """``bigclust data ingest``: the pipeline's ingest stage on its own.
-
-    The stage key is the one a pipeline with ``[data] name = NAME`` computes,
-    so a later ``pipeline run`` on this store skips the ingest.  ``force``:
-    use a store made for other data (its stages stay) and ingest again.
-    """
-    from pathlib import Path
-
-    data = {"name": name, "path": None, "root": str(root) if root else None, "label_column": -1}
-    check_writable(Path(store_path), "store")
-    source = stages.open_source(data, Path.cwd())
-    store = Store(store_path, owner={"name": name, "path": None}, force=force)
-    params = stages.IngestParams(data={"name": name, "path": None, "label_column": -1}, chunk_rows=chunk_rows)
-    key = stage_key(params)
-    if store.has("ingest", key) and not force:
-        log(f"{name}: already in {store_path}, skipped")
-    else:
-        _ingest_with_progress(str(store.path), key, {"params": hashed(params)}, params, source=source)
-    a = store.open("ingest", key).attrs
-    return a["n_samples"], a["n_features"]
-
-
-def store_info(store_path) -> dict:
-    """``bigclust data info``: what the data in a store look like, and which stages it holds."""
-    store = Store(store_path)
-    keys = store.stage_keys("ingest")
-    if not keys:
-        raise UserError(f"store {store_path} holds no ingested data")
-    g = store.open("ingest", keys[0])
-    a = g.attrs
-    X = g["X"]
-    dtype = str(X["data"].dtype if a["sparse"] else X.dtype)
-    info = {"dataset": a["dataset"], "n_samples": a["n_samples"], "n_features": a["n_features"],
-            "n_classes": a["n_classes"], "dtype": dtype, "sparse": a["sparse"]}
-    if a["sparse"]:
-        info["nnz"] = int(X["data"].shape[0])
-    info["stages"] = {s: len(store.stage_keys(s)) for s in ("ingest", "preprocess", "affinity", "embed", "cluster")}
-    return info

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bigclust.pipeline.methods import label as method_label
+
 #: points drawn in the embedding view
 EMBED_SAMPLE = 5000
 
@@ -63,7 +65,7 @@ def _short_g(params: dict) -> str:
 def plot_quality(path, records, out_dir=None):
     """MB and MC per iteration, log scale: one row of panels per γ, one curve per method.
 
-    The layout of paper 000's Figs. 1-2 (BBS and SK curves side by side).
+    The layout of paper 000's Figs. 1-2 (the scaling methods' curves side by side).
     Without labels MC is undefined and only MB is drawn.
     """
     plt = _plt()
@@ -85,7 +87,7 @@ def plot_quality(path, records, out_dir=None):
         for r in recs:
             it = [x[0] for x in r["history"]]
             for ax, col in zip(ax_row, (1, 2)):
-                ax.semilogy(it, [max(x[col], 1e-300) for x in r["history"]], label=r["method"].upper())
+                ax.semilogy(it, [max(x[col], 1e-300) for x in r["history"]], label=method_label(r["method"]))
         for ax, name in zip(ax_row, names):
             ax.set_title(f"{name}, {key}", fontsize=9)
             ax.set_xlabel("iteration", fontsize=8)
@@ -233,7 +235,7 @@ def plot_gamma_sweep(out_dir: Path, records) -> bool:
             xs = [g for g, r in pts if r.get(key) is not None and r[key] == r[key]]
             ys = [r[key] for g, r in pts if r.get(key) is not None and r[key] == r[key]]
             if xs:
-                ax.plot(xs, ys, marker="o", ms=3, label=m.upper() if m != "kmeans" else "K-means")
+                ax.plot(xs, ys, marker="o", ms=3, label=method_label(m))
         for r in flat:  # methods without γ (K-means on the data) as a level line
             if r.get(key) is not None and r[key] == r[key]:
                 ax.axhline(r[key], ls="--", lw=1, color="gray", label=f"{r['method']} (no γ)")

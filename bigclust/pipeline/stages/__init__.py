@@ -1,4 +1,4 @@
-"""The pipeline's stages: each reads named arrays from the store and writes its own.
+"""The pipeline's generic stages: affinity, assign, cluster (and, from :mod:`.data`, ingest, preprocess, subset).
 
 A stage instance is described by one frozen dataclass (``*Params`` below): it
 is both what is hashed into the instance's store key (:func:`stage_key`) and
@@ -6,11 +6,12 @@ what the stage function receives, so key and behaviour cannot drift.  Fields
 marked :data:`RUNTIME` (a memory budget that only changes block sizes, with
 results equal to the bit) are passed but not hashed.
 
-:data:`STAGES` maps a stage name to its :class:`StageDef`: how to build its
-parameters for a chain step (from the config point, the method and the keys of
-its inputs), the stage function, the array it outputs and where it runs.
-Methods (:mod:`bigclust.pipeline.methods`) declare which stages they chain; nothing
-here names a method.
+The stages are registered in :data:`bigclust.pipeline.methods.STAGES` (a
+:class:`StageDef` each: how to build its parameters for a chain step, from the
+config point, the method and the keys of its inputs; the stage function, the
+array it outputs and where it runs).  The families register their own stages
+(normalise + embed, the subspace family's self-expression) in their plug-ins;
+nothing here names a method or a family.
 
 Every stage function ``fn(store_path, key, attrs, params, **runtime)`` is
 importable at module level so that it can be shipped to a ``dask.distributed``
@@ -20,40 +21,19 @@ rows at once run as one task.
 """
 from __future__ import annotations
 
-import dataclasses
-import time
-import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
-from bigclust.pipeline.config import stable_hash
 from bigclust._util.errors import UserError
-from bigclust.pipeline.methods import params_dict
+from bigclust.pipeline.methods import (ADDED, RUNTIME, STAGES, StageDef, hashed, register_stage,  # noqa: F401
+                                       stage_key)
+from bigclust.pipeline.methods import fmt_params as _fmt
+from bigclust.pipeline.schema import params_dict
 from bigclust.pipeline.store import Store, is_sparse, read_matrix, write_csr, write_dense
-from bigclust.pipeline.stages.data import ingest, open_source, preprocess, subset  # noqa: F401  (stages of the data, re-exported)
-
-#: metadata of a field that is passed to the stage but not hashed into its key
-RUNTIME = {"hash": False}
-#: metadata of a field added later: hashed only when it differs from its default, so stores keep their keys
-ADDED = {"hash": "unless-default"}
-
-
-def _hashed_field(p, f) -> bool:
-    h = f.metadata.get("hash", True)
-    return h is True or (h == "unless-default" and getattr(p, f.name) != f.default)
-
-
-def stage_key(p) -> str:
-    """The store key of a stage instance: a hash of its parameter dataclass (RUNTIME fields left out)."""
-    return stable_hash(hashed(p))
-
-
-def hashed(p) -> dict:
-    """The hashed fields of a parameter dataclass (what the store records as the instance's params)."""
-    return {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if _hashed_field(p, f)}
+# the stages of the data, re-exported
+from bigclust.pipeline.stages.data import ingest, open_source, preprocess, subset  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -99,33 +79,6 @@ class AffinityParams:
 
 
 @dataclass(frozen=True)
-class SubspaceParams:
-    input: str
-    src: str
-    method: str
-    method_params: dict
-    seed: int
-    # [subspace]: > 0 runs the streamed, resumable path (bigclust.subspace._chunked) with this many columns per
-    # coefficient chunk; the coefficients do not depend on it.  knn: the dictionary's search (None = "auto")
-    chunk_cols: int = field(default=0, metadata=RUNTIME)
-    augment_chunk_rows: int = field(default=0, metadata=RUNTIME)
-    knn: str | None = field(default=None, metadata=ADDED)
-
-
-@dataclass(frozen=True)
-class EmbedParams:
-    inputs: tuple                                 # affinity keys (several when the method combines a sweep)
-    src: str                                      # their stage: affinity, or the subspace stage's W
-    method: str
-    method_params: dict
-    k: int
-    eigensolver: str
-    in_memory: bool                               # from bigclust._util.plan; MBBS's G-step differs out of core
-    seed: int
-    max_memory: int = field(default=0, metadata=RUNTIME)
-
-
-@dataclass(frozen=True)
 class AssignParams:
     input: str
     src: str                                      # preprocess / subset (documents X) or affinity (a kernel K)
@@ -168,25 +121,6 @@ class Context:
         return self.group[0]
 
 
-@dataclass(frozen=True)
-class StageDef:
-    """A stage: ``build(ctx, src_stage, input_keys) -> [params, ...]``, its function, output and placement.
-
-    ``where``: ``"here"`` (a Dask graph or block loop in this process; gets
-    the client to spread blocks), ``"task"`` (needs every row at once: one
-    task, on a worker when a cluster is attached).  ``report``: attributes
-    copied into the run's record.
-    """
-
-    name: str
-    build: Callable
-    run: Callable
-    output: str
-    where: Callable = lambda p: "here"
-    report: tuple = ()
-    describe: Callable = lambda p: ""
-
-
 # -- affinity -------------------------------------------------------------------
 
 
@@ -222,132 +156,6 @@ def affinity(store_path, key, attrs, p: AffinityParams, *, client=None, **_):
             g.attrs["gamma_used"] = float(gamma)
 
 
-# -- normalise + embed ----------------------------------------------------------
-
-
-def embed(store_path, key, attrs, p: EmbedParams, *, y=None, client=None, **_):
-    """Normalise the kernel(s) with the method's hook and write the row-normalised spectral embedding.
-
-    The normalised matrix P itself is not persisted: it is n x n like K and
-    only its top eigenvectors are used.  Its quality (MB, MC), the solver's
-    convergence and the MB/MC history are kept as attributes.  Out of core
-    (``p.in_memory`` false) K stays in zarr and the method's streaming hook
-    runs; with a distributed ``client`` its block passes are cluster tasks.
-    """
-    from bigclust.pipeline import methods
-    from bigclust.algo.spectral import check_connected, components
-
-    m = methods.get(p.method)
-    mp = m.make(p.method_params)
-    store = Store(store_path)
-    groups = [store.open(p.src, a) for a in p.inputs]
-    if len({is_sparse(g, "K") for g in groups}) > 1:
-        raise UserError(f"{p.method} needs kernels that are all dense or all sparse")
-    t0 = time.perf_counter()
-    if not p.in_memory:
-        with store.write("embed", key, attrs) as g:
-            P, scale, info, extra = m.normalize_ooc([gr["K"] for gr in groups], g, mp, y, p.max_memory, client)
-            _embed_streamed(g, P, scale, info, time.perf_counter() - t0, p, y, **extra, **_alpha(info))
-        return
-    Ks = [read_matrix(gr, "K") for gr in groups]  # float32 kernels stay float32 (half the bytes per pass)
-    # disconnected graphs are said before the eigensolver meets them (one warning line, not a solver
-    # failure); a kNN kernel said so when it was built (naming the cause: n_neighbors or gamma)
-    n_in = [components(K)[0] if sp.issparse(K) else check_connected(K) for K in Ks]
-    P, info = m.normalize(Ks if m.combine else Ks[0], mp, y)
-    t_norm = time.perf_counter() - t0
-    extra = _alpha(info)
-    n_out = components(P)[0]
-    extra["components"] = [max(n_in), n_out]
-    if n_out > max(n_in):
-        warnings.warn(f"{p.method} split the affinity graph: {max(n_in)} connected component(s) before, {n_out} "
-                      "after normalisation; each component adds an eigenvalue at the top of the spectrum, "
-                      "so the embedding sees them as separate clusters", RuntimeWarning, stacklevel=2)
-    _embed_and_write(store, key, attrs, P, info, t_norm, p, y, **extra)
-
-
-def _alpha(info):
-    alpha = getattr(info, "alpha", None)
-    return {} if alpha is None else {"alpha": [float(a) for a in alpha]}
-
-
-def _embed_streamed(g, P, scale, info, t_norm, p: EmbedParams, y, **extra):
-    """Eigenvectors of the zarr ``P`` (times ``diag(scale)`` on both sides) by streaming, MB/MC, and the stage.
-
-    Deletes the scratch arrays (``*_scratch``) of the stage group ``g`` before
-    writing E, so that nothing n x n is committed.
-    """
-    from scipy.sparse.linalg import LinearOperator
-
-    from bigclust.normalize import quality_from_sums, quality_partial
-    from bigclust.normalize.ooc import blocked_matvec_operator
-    from bigclust._util.plan import consumer_rows
-    from bigclust.algo.spectral import embed as spectral_embed
-
-    n = P.shape[0]
-    op = blocked_matvec_operator(P, max_memory=p.max_memory)
-    if scale is not None:
-        base = op
-        op = LinearOperator((n, n), matvec=lambda v: scale * (base @ (scale * np.ravel(v))), dtype=np.float64)
-    E = spectral_embed(op, p.k, solver="eigsh", random_state=p.seed)
-    rows = consumer_rows("operator", n, 8, p.max_memory)  # one more streaming pass for MB (and MC)
-    rs, rc = np.empty(n), np.empty(n)
-    yq = y if y is not None else np.zeros(n, np.int64)
-    for r0 in range(0, n, rows):
-        blk = np.asarray(P[r0:r0 + rows], dtype=np.float64)
-        if scale is not None:
-            blk *= scale[r0:r0 + blk.shape[0], None] * scale[None, :]
-        rs[r0:r0 + blk.shape[0]], rc[r0:r0 + blk.shape[0]] = quality_partial(blk, yq, r0)
-    mb, mc = quality_from_sums(rs, rc)
-    mc = mc if y is not None else float("nan")
-    for name in [a for a in g.array_keys() if a.endswith("_scratch")]:
-        del g[name]
-    write_dense(g, "E", E)
-    row_err = info.row_err if info and info.row_err == info.row_err else float(np.abs(rs - 1).max())
-    g.attrs.update({"normalize_seconds": t_norm, "MB": float(mb), "MC": float(mc), "out_of_core": True,
-                    "norm_n_iter": int(info.n_iter) if info else 0,
-                    "norm_converged": bool(info.converged) if info else True, "row_err": float(row_err),
-                    "history": [list(map(float, h)) for h in (info.history if info else [])], **extra})
-
-
-def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, y, **extra):
-    """Quality, spectral embedding and the stage's arrays/attributes for an in-memory P."""
-    from bigclust.normalize import quality
-    from bigclust.algo.spectral import embed as spectral_embed
-
-    # without labels MB still says how bi-stochastic P is (one class: MC would be MB, so it is left out)
-    mb, mc = quality(P, y) if y is not None else (quality(P, np.zeros(P.shape[0], np.int64))[0], float("nan"))
-    E = spectral_embed(P, p.k, solver=p.eigensolver, random_state=p.seed)
-    with store.write("embed", key, attrs) as g:
-        write_dense(g, "E", E)
-        g.attrs.update({"normalize_seconds": t_norm, "MB": float(mb), "MC": float(mc),
-                        "norm_n_iter": int(info.n_iter), "norm_converged": bool(info.converged),
-                        "row_err": float(info.row_err), "out_of_core": False,
-                        "history": [list(map(float, h)) for h in info.history], **extra})
-
-
-# -- subspace: self-expressive affinities (paper 002) ------------------------------------------
-
-
-def subspace(store_path, key, attrs, p: SubspaceParams, *, client=None, **_):
-    """The subspace family's affinity W (sparse) from the documents / images X, as the stage's K."""
-    from bigclust.subspace._hooks import affinity as subspace_affinity
-
-    if p.chunk_cols:  # streamed through zarr, coefficient chunks as resumable tasks (bigclust.subspace._chunked)
-        from bigclust.subspace._chunked import subspace_chunked
-        return subspace_chunked(store_path, key, attrs, p, client=client)
-
-    store = Store(store_path)
-    X = read_matrix(store.open(p.src, p.input), "X")
-    from bigclust.pipeline import methods
-    m = methods.get(p.method)
-    W, n_iter = subspace_affinity(X.toarray() if sp.issparse(X) else X, m.make(p.method_params), p.seed,
-                                  knn_method=p.knn or "auto")
-    with store.write("subspace", key, attrs) as g:
-        write_csr(g, "K", W)
-        g.attrs["nnz"] = int(W.nnz)
-        g.attrs["n_iter"] = n_iter      # the solver's largest per-column count (ADMM, LRR's ALM; 0: closed form)
-
-
 # -- assign: methods that label the points themselves ---------------------------------------
 
 
@@ -359,7 +167,8 @@ def assign(store_path, key, attrs, p: AssignParams, *, client=None, **_):
     store = Store(store_path)
     name = STAGES[p.src].output if p.src in STAGES else "X"
     if p.stream:  # X stays in the store: row blocks are read every iteration (Dask tasks on a cluster)
-        from bigclust.algo.blocks import RowReader, task_mapper
+        from bigclust.algo.blocks import task_mapper
+        from bigclust.pipeline.stored_rows import RowReader
         reader = RowReader(store_path, p.src, p.input, name, p.stream)
         res = m.assign_streamed(reader, p.stream, m.make(p.method_params), p.k, p.seed,
                                 task_mapper(client) if client is not None else None, cluster=p.cluster,
@@ -445,25 +254,6 @@ def _build_affinity(ctx: Context, src, inputs):
     return out
 
 
-def _build_embed(ctx: Context, src, inputs):
-    from bigclust._util.plan import normalize_plan
-
-    n, emb = ctx.info["n_samples"], ctx.point["embed"]
-    ncomp = emb["n_components"] or ctx.k
-    if ncomp >= n:
-        raise UserError(f"{ctx.cfg.path}: [embed] n_components={ncomp} must be below n={n}")
-    K = ctx.store.open(src, inputs[0], dropped_ok=True)["K"]  # its metadata only
-    sparse = K.attrs.get("format") == "csr"
-    itemsize = np.dtype(ctx.point["affinity"]["dtype"]).itemsize
-    in_memory = sparse or normalize_plan(n, itemsize, ctx.cfg.max_memory, n_kernels=len(inputs)).in_memory
-    if not in_memory and ctx.method.normalize_ooc is None:
-        raise UserError(f"{ctx.cfg.path}: {ctx.method.name} has no out-of-core path and its n={n} dense kernel "
-                        "does not fit [store] max_memory; raise max_memory or use [affinity] kind = \"knn\"")
-    return [EmbedParams(inputs=tuple(inputs), src=src, method=ctx.method.name, method_params=params_dict(ctx.params),
-                        k=ncomp, eigensolver=emb["eigensolver"], in_memory=in_memory,
-                        seed=ctx.point["cluster"]["seed"], max_memory=ctx.cfg.max_memory)]
-
-
 def _build_cluster(ctx: Context, src, inputs):
     (key,) = inputs
     cl = ctx.point["cluster"]
@@ -474,21 +264,9 @@ def _build_cluster(ctx: Context, src, inputs):
                           batch_size=None if lloyd else cl["batch_size"], seed=cl["seed"])]
 
 
-def _build_subspace(ctx: Context, src, inputs):
-    (key,) = inputs
-    # without augmentation, or with one that draws nothing ({flip}), W does not depend on the trial's seed
-    # (exact kNN; NN-descent seeded with 0): the trials share one W and differ only in their k-means starts
-    from bigclust.subspace.augment import draws_nothing
-    seed = 0 if draws_nothing(ctx.params.augment) else ctx.point["cluster"]["seed"]
-    sc = ctx.point.get("subspace", {})
-    return [SubspaceParams(input=key, src=src, method=ctx.method.name,
-                           method_params=params_dict(ctx.params), seed=seed,
-                           chunk_cols=sc.get("chunk_cols", 0), augment_chunk_rows=sc.get("augment_chunk_rows", 1000),
-                           knn=None if sc.get("knn", "auto") == "auto" else sc["knn"])]
-
-
 def _build_assign(ctx: Context, src, inputs):
-    from bigclust.algo.blocks import row_blocks, stored_shape
+    from bigclust.algo.blocks import row_blocks
+    from bigclust.pipeline.stored_rows import stored_shape
     from bigclust._util.plan import consumer_rows, fits, nmf_plan
 
     (key,) = inputs
@@ -517,26 +295,11 @@ def _show(p) -> str:
                     if v is not None and k not in ("input", "inputs", "src", "array", "method_params"))  # noqa: E501
 
 
-STAGES: dict[str, StageDef] = {}
-
-
-def register_stage(sd: StageDef, *, replace: bool = False) -> StageDef:
-    """Add a stage a method can chain (a new family may bring its own, e.g. NMF's factorisation)."""
-    if not replace and sd.name in STAGES:
-        raise ValueError(f"stage {sd.name!r} is already registered")
-    STAGES[sd.name] = sd
-    return sd
-
-
 register_stage(StageDef("affinity", _build_affinity, affinity, "K",
                         # dense kernels are Dask graphs of row blocks; the kNN graph needs every row in one process
                         # unless searched in chunks (tasks of their own, driven from here)
                         where=lambda p: "task" if p.kind == "knn" and not p.knn_chunk_rows else "here",
                         report=("knn_chunks",), describe=lambda p: _show(p)))
-register_stage(StageDef("embed", _build_embed, embed, "E",
-                        where=lambda p: "task" if p.in_memory else "here",
-                        report=("MB", "MC", "norm_n_iter", "row_err", "history", "alpha", "components"),
-                        describe=lambda p: _fmt(p.method_params) + ("" if p.in_memory else " (out of core)")))
 register_stage(StageDef("cluster", _build_cluster, cluster, "labels", where=lambda p: "task",
                         describe=lambda p: f"k={p.k}"))
 register_stage(StageDef("assign", _build_assign, assign, "labels",
@@ -544,12 +307,5 @@ register_stage(StageDef("assign", _build_assign, assign, "labels",
                         report=("n_iter", "converged"),
                         describe=lambda p: f"{_fmt(p.method_params)} k={p.k}"
                                            + (f" (streamed, {len(p.stream) - 1} blocks)" if p.stream else "")))
-register_stage(StageDef("subspace", _build_subspace, subspace, "K", where=lambda p: "here" if p.chunk_cols else "task",
-                        report=("coef_chunks", "augment_seconds", "features_seconds", "knn_seconds", "coef_seconds"),
-                        describe=lambda p: _fmt(p.method_params)))
 # the rows of a few classes, for the subset protocol (built by the runner, not chained by methods)
 register_stage(StageDef("subset", None, subset, "X", describe=lambda p: f"classes={list(p.classes)}"))
-
-
-def _fmt(d: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in d.items())

@@ -1,5 +1,6 @@
 """The stages that bring data in: ingest (stream a source into the store), preprocess, and the subset of
-a few classes (paper 001's protocol).  Their parameter dataclasses and registration are in :mod:`bigclust.pipeline.stages`.
+a few classes (paper 001's protocol); ``bigclust data ingest`` / ``data info`` (:func:`ingest_to_store`,
+:func:`store_info`).  Their parameter dataclasses and registration are in :mod:`bigclust.pipeline.stages`.
 """
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from bigclust._util.errors import DataError
+from bigclust._util.errors import DataError, UserError
+from bigclust.pipeline.methods import StageDef, hashed, stage_key, stage_names
 from bigclust.pipeline.store import Store, is_sparse, read_matrix, write_csr, write_dense
 
 if TYPE_CHECKING:
@@ -175,3 +177,62 @@ def subset(store_path, key, attrs, p: SubsetParams, **_):
         write_dense(g, "y", np.array([lookup[int(c)] for c in y[rows]], dtype=np.int64))
         write_dense(g, "rows", rows.astype(np.int64))
         g.attrs.update({"n_samples": int(rows.size), "n_classes": len(p.classes)})
+
+
+# -- ingest on its own: `bigclust data ingest` / `data info` ----------------------------------------
+
+
+def _ingest_with_progress(store_path, key, attrs, p, *, source, **_):
+    from bigclust._util.progress import bar as progress_bar
+    with progress_bar(source.info.n_samples, f"ingest {source.info.name}", "rows") as bar:
+        ingest(store_path, key, attrs, p, source=source, progress=bar.update)
+
+
+# ingest starts every chain; the Runner builds its parameters from [data]
+INGEST = StageDef("ingest", None, _ingest_with_progress, "X")
+
+
+def ingest_to_store(name, root, store_path, *, chunk_rows=4096, force=False):
+    """``bigclust data ingest``: the pipeline's ingest stage on its own.
+
+    The stage key is the one a pipeline with ``[data] name = NAME`` computes,
+    so a later ``pipeline run`` on this store skips the ingest.  ``force``:
+    use a store made for other data (its stages stay) and ingest again.
+    """
+    import sys
+    from pathlib import Path
+
+    from bigclust.pipeline.checks import check_writable
+    from bigclust.pipeline.stages import IngestParams
+
+    data = {"name": name, "path": None, "root": str(root) if root else None, "label_column": -1}
+    check_writable(Path(store_path), "store")
+    source = open_source(data, Path.cwd())
+    store = Store(store_path, owner={"name": name, "path": None}, force=force)
+    params = IngestParams(data={"name": name, "path": None, "label_column": -1}, chunk_rows=chunk_rows)
+    key = stage_key(params)
+    if store.has("ingest", key) and not force:
+        print(f"{name}: already in {store_path}, skipped", file=sys.stderr, flush=True)
+    else:
+        _ingest_with_progress(str(store.path), key, {"params": hashed(params)}, params, source=source)
+    a = store.open("ingest", key).attrs
+    return a["n_samples"], a["n_features"]
+
+
+def store_info(store_path) -> dict:
+    """``bigclust data info``: what the data in a store look like, and how many instances of each stage it holds
+    (every stage the registry knows, :func:`bigclust.pipeline.methods.stage_names`)."""
+    store = Store(store_path)
+    keys = store.stage_keys("ingest")
+    if not keys:
+        raise UserError(f"store {store_path} holds no ingested data")
+    g = store.open("ingest", keys[0])
+    a = g.attrs
+    X = g["X"]
+    dtype = str(X["data"].dtype if a["sparse"] else X.dtype)
+    info = {"dataset": a["dataset"], "n_samples": a["n_samples"], "n_features": a["n_features"],
+            "n_classes": a["n_classes"], "dtype": dtype, "sparse": a["sparse"]}
+    if a["sparse"]:
+        info["nnz"] = int(X["data"].shape[0])
+    info["stages"] = {s: len(store.stage_keys(s)) for s in stage_names()}
+    return info
