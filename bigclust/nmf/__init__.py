@@ -29,7 +29,7 @@ products and the HALS settings), so the plug-in can import it at start-up.
 """
 from __future__ import annotations
 
-from importlib import import_module
+from bigclust._util.lazy import lazy_names
 
 #: public name -> the module that defines it (PEP 562: loaded on first access)
 _WHERE = {
@@ -42,14 +42,4 @@ _WHERE = {
 
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name):
-    if name in _WHERE:
-        value = getattr(import_module(f"{__name__}.{_WHERE[name]}"), name)
-        globals()[name] = value   # found once; later lookups do not come here
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(globals(), _WHERE)

@@ -34,6 +34,36 @@ def _bounds(n, c):
     return min(n, c * step), min(n, c * step + step)
 
 
+@njit
+def _chunk(n, c, parts):
+    """Row range c of n rows and its partial ``parts[c]``, zeroed (the start of every reduction)."""
+    lo, hi = _bounds(n, c)
+    g = parts[c]
+    g[:, :] = 0.0
+    return lo, hi, g
+
+
+@njit(inline="always")
+def _add_outer(F, i, M, g):
+    """``g += f_i^T m_i`` (g (k, q)), skipping the zeros of f_i (most of them in text factors)."""
+    for a in range(F.shape[1]):
+        fa = F[i, a]
+        if fa != 0.0:
+            for b in range(M.shape[1]):
+                g[a, b] += fa * M[i, b]
+
+
+@njit(inline="always")
+def _add_split(v, M, j, outp, outm, i):
+    """Row i of ``K+ M`` and ``K- M`` gets entry ``v = K_ij``'s share: ``v m_j`` to outp or ``-v m_j`` to outm."""
+    if v > 0.0:
+        for l in range(M.shape[1]):
+            outp[i, l] += v * M[j, l]
+    elif v < 0.0:
+        for l in range(M.shape[1]):
+            outm[i, l] -= v * M[j, l]
+
+
 # -- products ---------------------------------------------------------------------------------------
 
 
@@ -69,23 +99,13 @@ def csr_matmul_split(data, indices, indptr, M, outp, outm):
 
     data, indices, indptr : IN, CSR arrays.  M : IN (c, k).  outp, outm : OUT (r, k).
     """
-    r = indptr.shape[0] - 1
-    k = M.shape[1]
     for c in prange(_CHUNKS):
-        lo, hi = _bounds(r, c)
+        lo, hi = _bounds(indptr.shape[0] - 1, c)
+        outp[lo:hi] = 0.0
+        outm[lo:hi] = 0.0
         for i in range(lo, hi):
-            for l in range(k):
-                outp[i, l] = 0.0
-                outm[i, l] = 0.0
             for p in range(indptr[i], indptr[i + 1]):
-                v = data[p]
-                j = indices[p]
-                if v > 0.0:
-                    for l in range(k):
-                        outp[i, l] += v * M[j, l]
-                elif v < 0.0:
-                    for l in range(k):
-                        outm[i, l] -= v * M[j, l]
+                _add_split(data[p], M, indices[p], outp, outm, i)
 
 
 @njit(parallel=True)
@@ -109,21 +129,13 @@ def dense_matmul(A, M, out):
 def dense_matmul_split(A, M, outp, outm):
     """:func:`csr_matmul_split` for a dense A (r x c)."""
     r, cdim = A.shape
-    k = M.shape[1]
     for c in prange(_CHUNKS):
         lo, hi = _bounds(r, c)
+        outp[lo:hi] = 0.0
+        outm[lo:hi] = 0.0
         for i in range(lo, hi):
-            for l in range(k):
-                outp[i, l] = 0.0
-                outm[i, l] = 0.0
             for j in range(cdim):
-                v = A[i, j]
-                if v > 0.0:
-                    for l in range(k):
-                        outp[i, l] += v * M[j, l]
-                elif v < 0.0:
-                    for l in range(k):
-                        outm[i, l] -= v * M[j, l]
+                _add_split(A[i, j], M, j, outp, outm, i)
 
 
 @njit(parallel=True)
@@ -156,20 +168,13 @@ def gram_parts(F, gram):
 
     F : IN (r, k).  gram : OUT (_CHUNKS, k, k); ``gram.sum(0) = F^T F``.
     """
-    r, k = F.shape
     for c in prange(_CHUNKS):
-        lo, hi = _bounds(r, c)
-        g = gram[c]
-        g[:, :] = 0.0
+        lo, hi, g = _chunk(F.shape[0], c, gram)
         for i in range(lo, hi, 2):
             if i + 1 < hi:
-                _gram_pair(F, i, i + 1, g, k)
+                _gram_pair(F, i, i + 1, g, F.shape[1])
             else:
-                for a in range(k):
-                    fa = F[i, a]
-                    if fa != 0.0:
-                        for b in range(k):
-                            g[a, b] += fa * F[i, b]
+                _add_outer(F, i, F, g)
 
 
 @njit
@@ -189,16 +194,32 @@ def _gram_pair(F, i, j, g, k):
 # -- factor updates ---------------------------------------------------------------------------------
 
 
+@njit(inline="always")
+def _row_products(A, i, SA, B, j, SB, da, db):
+    """``da = A_i SA`` and ``db = B_j SB`` (rows times k x k matrices; OUT da, db (k,)) in one loop.
+
+    Each entry sums over q in order, as a dot product would, but the loop over
+    l is innermost so that it vectorises.
+    """
+    k = da.shape[0]
+    for l in range(k):
+        da[l] = 0.0
+        db[l] = 0.0
+    for q in range(k):
+        x = A[i, q]
+        y = B[j, q]
+        for l in range(k):
+            da[l] += x * SA[q, l]
+            db[l] += y * SB[q, l]
+
+
 @njit
 def _accumulate(F, i, A, g, k):
     """Row i's contribution to the Gram partial g and to ``sum F o A`` (returned)."""
     s = 0.0
     for a in range(k):
-        fa = F[i, a]
-        s += fa * A[i, a]
-        if fa != 0.0:
-            for b in range(k):
-                g[a, b] += fa * F[i, b]
+        s += F[i, a] * A[i, a]
+    _add_outer(F, i, F, g)
     return s
 
 
@@ -226,13 +247,9 @@ def mu_rows(F, A, L, S, gram, cross_old, cross_new, track_old, track_new):
     """
     r, k = F.shape
     for c in prange(_CHUNKS):
-        lo, hi = _bounds(r, c)
-        g = gram[c]
-        g[:, :] = 0.0
-        d0 = np.empty(k)
-        d1 = np.empty(k)
-        so = 0.0
-        sn = 0.0
+        lo, hi, g = _chunk(r, c, gram)
+        d0, d1 = np.empty(k), np.empty(k)
+        so = sn = 0.0
         for i in range(lo, hi, 2):
             two = i + 1 < hi
             j = i + 1 if two else i
@@ -242,18 +259,7 @@ def mu_rows(F, A, L, S, gram, cross_old, cross_new, track_old, track_new):
                 if two:
                     for l in range(k):
                         so += F[j, l] * A[j, l]
-            # d = L_i S: each entry sums over q in order, as a dot product would, but the loop
-            # over l is innermost so that it vectorises
-            for l in range(k):
-                d0[l] = 0.0
-                d1[l] = 0.0
-            for q in range(k):
-                x0 = L[i, q]
-                x1 = L[j, q]
-                for l in range(k):
-                    s = S[q, l]
-                    d0[l] += x0 * s
-                    d1[l] += x1 * s
+            _row_products(L, i, S, L, j, S, d0, d1)
             for l in range(k):
                 f = F[i, l]
                 if f != 0.0:
@@ -292,22 +298,11 @@ def split_rows(F, A, Lp, Sp, Lm, Sm, gram, cross_new, track_new):
     """
     r, k = F.shape
     for c in prange(_CHUNKS):
-        lo, hi = _bounds(r, c)
-        g = gram[c]
-        g[:, :] = 0.0
-        dp = np.empty(k)
-        dm = np.empty(k)
+        lo, hi, g = _chunk(r, c, gram)
+        dp, dm = np.empty(k), np.empty(k)
         sn = 0.0
         for i in range(lo, hi):
-            for l in range(k):
-                dp[l] = 0.0
-                dm[l] = 0.0
-            for q in range(k):
-                x = Lp[i, q]
-                y = Lm[i, q]
-                for l in range(k):
-                    dp[l] += x * Sp[q, l]
-                    dm[l] += y * Sm[q, l]
+            _row_products(Lp, i, Sp, Lm, i, Sm, dp, dm)
             for l in range(k):
                 f = F[i, l]
                 if f == 0.0:
@@ -348,12 +343,9 @@ def hals_rows(F, A, G, sweeps, delta, gram, cross_old, cross_new):
     n, k = F.shape
     d2 = delta * delta
     for c in prange(_CHUNKS):
-        lo, hi = _bounds(n, c)
-        g = gram[c]
-        g[:, :] = 0.0
+        lo, hi, g = _chunk(n, c, gram)
         r = np.empty(k)
-        so = 0.0
-        sn = 0.0
+        so = sn = 0.0
         for i in range(lo, hi):
             for l in range(k):
                 so += F[i, l] * A[i, l]
@@ -395,15 +387,7 @@ def tdot_parts(F, M, parts):
 
     F : IN (r, k).  M : IN (r, q).  parts : OUT (_CHUNKS, k, q).
     """
-    r, k = F.shape
-    q = M.shape[1]
     for c in prange(_CHUNKS):
-        lo, hi = _bounds(r, c)
-        g = parts[c]
-        g[:, :] = 0.0
+        lo, hi, g = _chunk(F.shape[0], c, parts)
         for i in range(lo, hi):
-            for a in range(k):
-                fa = F[i, a]
-                if fa != 0.0:
-                    for b in range(q):
-                        g[a, b] += fa * M[i, b]
+            _add_outer(F, i, M, g)

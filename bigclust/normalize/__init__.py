@@ -22,7 +22,7 @@ checks) and :mod:`~bigclust.normalize.ooc` (out of core).
 """
 from __future__ import annotations
 
-from importlib import import_module
+from bigclust._util.lazy import lazy_names
 
 #: public name -> the module that defines it (PEP 562: loaded on first access)
 _WHERE = {
@@ -38,14 +38,4 @@ __all__ = ["NormalizeConvergenceWarning", "NormalizeInfo", "bbs", "mbbs", "ncut"
            "project_simplex", "quality", "quality_from_sums", "quality_partial", "ra", "rc", "sinkhorn", "SOLVERS",
            "METHODS"]
 
-
-def __getattr__(name):
-    if name in _WHERE:
-        value = getattr(import_module(f"{__name__}.{_WHERE[name]}"), name)
-        globals()[name] = value   # found once; later lookups do not come here
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = lazy_names(globals(), _WHERE)

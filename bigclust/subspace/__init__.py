@@ -25,7 +25,7 @@ The Numba kernels (:mod:`.\\_numba`) are imported on first use too.
 """
 from __future__ import annotations
 
-from importlib import import_module
+from bigclust._util.lazy import lazy_names
 
 # ``augment`` is both a submodule and a function: the submodule (numpy only) is loaded first, so that the
 # name is then bound to the function, as it always was (a later first import would rebind it to the module)
@@ -48,14 +48,4 @@ __all__ = ["ConvergenceWarning", "Dictionary", "PRESETS", "affinity", "aks_sc", 
            "image_layout", "interpolate", "knn_dictionary", "propagate_labels", "scattering_features",
            "self_expression", "ssc_lambda", "subspace_affinity", "subspace_clustering"]
 
-
-def __getattr__(name):
-    if name in _WHERE:
-        value = getattr(import_module(f"{__name__}.{_WHERE[name]}"), name)
-        globals()[name] = value   # found once; later lookups do not come here
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(globals(), _WHERE, __all__)
