@@ -187,13 +187,17 @@ def _read(f, n, path):
         raise DataError(f"{path}: compressed data are truncated or corrupt ({exc})") from None
 
 
+#: a UTF-8 byte order mark (spreadsheets write one) as latin-1 decodes it
+_BOM = "\xef\xbb\xbf"
+
+
 def iter_lines(path) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, line)`` of a (possibly compressed) latin-1 text file."""
+    """Yield ``(line_number, line)`` of a (possibly compressed) latin-1 text file, a UTF-8 BOM dropped."""
     lineno = 0
     with open_binary(path) as f, io.TextIOWrapper(f, encoding="latin-1") as text:
         try:
             for lineno, line in enumerate(text, 1):
-                yield lineno, line
+                yield lineno, (line[len(_BOM):] if lineno == 1 and line.startswith(_BOM) else line)
         except _STREAM_ERRORS as exc:
             raise DataError(f"{path}: compressed data are truncated or corrupt after line "
                             f"{lineno} ({exc})") from None
@@ -289,43 +293,68 @@ def sorted_classes(keys) -> list[str]:
         return sorted(keys)
 
 
-def _split(line, sep):
+def _split(line, sep, trailing=False):
+    """The fields of a stripped line split on ``sep`` (None: runs of whitespace).
+
+    A line with a double quote is split as the csv module reads it (``"a,b"`` is one field, quotes
+    dropped); ``trailing``: the file ends every line with ``sep``, whose empty last field is dropped.
+    """
+    if trailing and sep and line.endswith(sep):
+        line = line[:-len(sep)]
+    if sep and '"' in line:
+        import csv
+        return next(csv.reader([line], delimiter=sep, skipinitialspace=True), [""])
     return line.split(sep) if sep else line.split()
 
 
-def scan_table(path, sep, label_column, header=False):
+def scan_table(path, sep, label_column, header=False, trailing=False):
     """First pass over a delimited file: ``(n_rows, n_fields, label keys)``.
 
     The keys are a dict ``{key: (rows with it, first line)}`` (iterating it
-    gives the keys, as a set would).  ``header``: skip the first non-empty line.
+    gives the keys, as a set would).  ``header``: skip the first non-empty line;
+    ``trailing``: see :func:`_split`.
     """
-    n_rows, n_fields, keys = 0, None, {}
-    for lineno, line in iter_lines(path):
-        line = line.strip()
-        if not line:
-            continue
-        if header:
-            header = False
-            continue
-        fields = _split(line, sep)
-        if n_fields is None:
-            n_fields = len(fields)
-            if label_column is not None and not -n_fields <= label_column < n_fields:
-                raise DataError(f"{path}: label column {label_column} does not exist "
-                                f"(rows have {n_fields} fields)")
-        elif len(fields) != n_fields:
-            raise DataError(f"{path}, line {lineno}: {len(fields)} fields, expected {n_fields}")
+    n_rows, keys = 0, {}
+    fields_of = _DataRows(path, sep, None, header, trailing)
+    for lineno, fields in fields_of:
+        if n_rows == 0 and label_column is not None and not -len(fields) <= label_column < len(fields):
+            raise DataError(f"{path}: label column {label_column} does not exist (rows have {len(fields)} fields)")
         if label_column is not None:
             key = label_key(fields[label_column])
             count, first = keys.get(key, (0, lineno))
             keys[key] = (count + 1, first)
         n_rows += 1
-    if n_fields is None:
-        raise DataError(f"{path}: no data rows")
-    return n_rows, n_fields, keys
+    if n_rows == 0:
+        raise DataError(f"{path}: no data rows" + (" (only a header line)" if fields_of.header_seen else ""))
+    return n_rows, fields_of.n_fields, keys
 
 
-def _is_number(key: str) -> bool:
+class _DataRows:
+    """``(line number, fields)`` of the data lines of a delimited file: blank lines and the header skipped,
+    every row checked to have the first row's number of fields (or ``n_fields`` when given)."""
+
+    def __init__(self, path, sep, n_fields, header, trailing):
+        self.path, self.sep, self.n_fields, self.header, self.trailing = path, sep, n_fields, header, trailing
+        self.header_seen = False
+
+    def __iter__(self):
+        for lineno, line in iter_lines(self.path):
+            line = line.strip()
+            if not line:
+                continue
+            if self.header and not self.header_seen:
+                self.header_seen = True
+                continue
+            fields = _split(line, self.sep, self.trailing)
+            if self.n_fields is None:
+                self.n_fields = len(fields)
+            if len(fields) != self.n_fields:
+                raise DataError(f"{self.path}, line {lineno}: {len(fields)} fields, expected {self.n_fields}")
+            yield lineno, fields
+
+
+def is_number(key: str) -> bool:
+    """Whether ``key`` parses as a float (a numeric label or field)."""
     try:
         float(key)
     except ValueError:
@@ -343,7 +372,7 @@ def warn_stray_labels(path, keys: dict):
     """
     import warnings
 
-    numeric = {k for k in keys if _is_number(k)}
+    numeric = {k for k in keys if is_number(k)}
     words = set(keys) - numeric
     major, minor, kind = (numeric, words, "numbers") if len(numeric) >= len(words) else (words, numeric, "words")
     if len(major) < 2:
@@ -358,7 +387,7 @@ def warn_stray_labels(path, keys: dict):
 
 
 def iter_table(path, *, sep, label_column, classes: dict | None, n_fields: int | None,
-               block_rows: int, header: bool = False):
+               block_rows: int, header: bool = False, trailing: bool = False):
     """Yield ``(X float32, y)`` blocks of a delimited text file, line by line.
 
     Parameters
@@ -374,20 +403,11 @@ def iter_table(path, *, sep, label_column, classes: dict | None, n_fields: int |
         Fields per row, label included; None: fixed by the first row.
     header : bool
         Skip the first non-empty line (column names).
+    trailing : bool
+        Every line ends with ``sep``: its empty last field is dropped.
     """
     rows, ys, linenos = [], [], []
-    for lineno, line in iter_lines(path):
-        line = line.strip()
-        if not line:
-            continue
-        if header:
-            header = False
-            continue
-        fields = _split(line, sep)
-        if n_fields is None:
-            n_fields = len(fields)
-        if len(fields) != n_fields:
-            raise DataError(f"{path}, line {lineno}: {len(fields)} fields, expected {n_fields}")
+    for lineno, fields in _DataRows(path, sep, n_fields, header, trailing):
         if label_column is None:
             ys.append(-1)                          # unlabelled
         else:
@@ -406,15 +426,23 @@ def iter_table(path, *, sep, label_column, classes: dict | None, n_fields: int |
         yield _parse_rows(rows, linenos, path), np.array(ys, np.int64)
 
 
+#: how tables mark a missing value (pandas' and R's NA, UCI's ?), lower case: a data row's, never a header's
+MISSING = frozenset({"", "na", "n/a", "nan", "null", "none", "?", "-", "#n/a"})
+
+
 def _parse_rows(rows, linenos, path):
     try:
         return np.array(rows, dtype=np.float32)   # numpy parses the strings itself (fast path)
     except ValueError:
         pass
     for fields, lineno in zip(rows, linenos):     # find the offending field for the message
-        for field in fields:
+        for j, field in enumerate(fields):
             try:
                 float(field)
             except ValueError:
+                if field.strip().lower() in MISSING:
+                    what = "empty" if not field.strip() else repr(field.strip())
+                    raise DataError(f"{path}, line {lineno}: field {j + 1} is {what}, a missing value; every value "
+                                    "is needed (fill or drop such rows)") from None
                 raise DataError(f"{path}, line {lineno}: {field.strip()!r} is not a number") from None
     raise DataError(f"{path}, lines {linenos[0]}-{linenos[-1]}: cannot parse the numbers")
