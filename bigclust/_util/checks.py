@@ -34,3 +34,21 @@ def check_tol(tol, *, none_ok=False):
         what = "a finite number >= 0" + (" or None" if none_ok else "")
         raise UserError(f"tol must be {what}, got {tol!r}")
     return float(tol)
+
+
+def dense_float64(X, where="X", shape="samples x features"):
+    """``X`` as a C-contiguous float64 2-D array of numbers (a view when it already is one), else a DataError.
+
+    ``shape`` names the axes in the message (NMF: ``"documents x terms"``). Finiteness is left to the
+    caller, whose message says which row and what the method needs.
+    """
+    import numpy as np
+
+    from bigclust._util.errors import DataError
+
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise DataError(f"{where} must be 2-D ({shape}), got shape {X.shape}")
+    if X.dtype.kind not in "fiub":
+        raise DataError(f"{where} must be numeric, got dtype {X.dtype}")
+    return np.ascontiguousarray(X, dtype=np.float64)

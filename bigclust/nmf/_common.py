@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from bigclust._util.checks import check_int, check_tol  # noqa: F401  (the NMF modules take them from here)
+from bigclust._util.checks import check_int, check_tol, dense_float64  # noqa: F401  (the NMF modules take them from here)
 from bigclust._util.convergence import ConvergenceWarning
 from bigclust._util.errors import DataError, UserError
 
@@ -111,12 +111,7 @@ def as_data(X, what="X", *, nonneg=True, model="linear NMF", row0=0):
                             f"linear NMF needs X >= 0 — {USE_BILINEAR}")
         empty = np.flatnonzero(np.diff(X.indptr) == 0)
     else:
-        X = np.asarray(X)
-        if X.ndim != 2:
-            raise DataError(f"{what} must be 2-D (documents x terms), got shape {X.shape}")
-        if X.dtype.kind not in "fiub":
-            raise DataError(f"{what} must be numeric, got dtype {X.dtype}")
-        X = np.ascontiguousarray(X, dtype=np.float64)
+        X = dense_float64(X, what, "documents x terms")
         fin = np.isfinite(X).all(axis=1)
         if not fin.all():
             raise DataError(f"{what} has a non-finite entry in row {row0 + int(np.flatnonzero(~fin)[0])}; "

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from bigclust._util.checks import dense_float64
 from bigclust._util.errors import DataError, UserError
 
 INIT_METHODS = ("k-means++", "random")
@@ -67,12 +68,7 @@ def _is_lazy(X):
 
 def _as_float64(X, where="X"):
     """C-contiguous float64 copy/view of a 2-D numeric array, checked finite."""
-    X = np.asarray(X)
-    if X.ndim != 2:
-        raise DataError(f"{where} must be 2-D (samples x features), got shape {X.shape}")
-    if X.dtype.kind not in "fiub":
-        raise DataError(f"{where} must be numeric, got dtype {X.dtype}")
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    X = dense_float64(X, where)
     if not np.isfinite(X).all():
         bad = int(np.flatnonzero(~np.isfinite(X).all(axis=1))[0])
         raise DataError(f"{where} has non-finite values (first in row {bad}); k-means needs finite data")
