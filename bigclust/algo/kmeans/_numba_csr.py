@@ -98,7 +98,11 @@ def init_centers_csr_kernel(data, indices, indptr, xx, k, seeds, method, centers
 
 @njit
 def _lloyd_one_csr(data, indices, indptr, xx, C, max_iter, tol, labels):
-    """:func:`_lloyd_one` on CSR rows: the same steps, stops and re-seeding rule."""
+    """:func:`_lloyd_one` on CSR rows: the same steps, stops and re-seeding rule.
+
+    Kept apart from the dense kernel on purpose: one kernel over both layouts (row functions passed in,
+    inlined) gave the same bits but measured 17% slower dense and 30% slower on CSR.
+    """
     n = xx.shape[0]
     k, d = C.shape
     sums = np.empty((k, d))
