@@ -1,7 +1,9 @@
 """The ``bigclust`` command: thin click commands over library calls.
 
 User errors (:class:`bigclust._util.errors.UserError`) become one line on stderr
-and exit status 2; anything else is a bug and keeps its traceback.  Warnings
+and exit status 2, and so does a full, read-only or over-quota file system met by
+any command (:func:`bigclust._util.errors.disk_error`); anything else is a bug
+and keeps its traceback.  Warnings
 raised by bigclust itself (e.g. a solver that stopped short of its tolerance)
 are one ``warning: ...`` line each, without the source line Python shows.
 """
@@ -14,7 +16,7 @@ import warnings
 
 import click
 
-from bigclust._util.errors import UserError
+from bigclust._util.errors import UserError, disk_error
 from bigclust.bench.commands import bench
 
 
@@ -36,6 +38,12 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except UserError as e:
             click.echo(f"error: {e}", err=True)
+            sys.exit(2)
+        except Exception as e:  # a full or read-only file system met by any command: one line too
+            err = disk_error(e)
+            if err is None:
+                raise
+            click.echo(f"error: {err}", err=True)
             sys.exit(2)
 
 
@@ -154,11 +162,13 @@ def store_du(store_path, as_json):
               help="Keep every stage this config uses; repeat it for every config that shares the store "
                    "(default: keep none of the derived stages).")
 @click.option("--all", "all_", is_flag=True, help="Also remove ingested data no given config uses.")
+@click.option("--stage", "stages", multiple=True, metavar="STAGE/KEY",
+              help="Remove only this stage instance (as `store du` lists it, e.g. a damaged one); repeatable.")
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
-def store_clean(store_path, configs, all_, dry_run):
+def store_clean(store_path, configs, all_, stages, dry_run):
     """Remove the derived stages of STORE that no CONFIG uses (never the ingested data without --all)."""
     from bigclust.pipeline.clean import clean, format_clean
-    click.echo(format_clean(clean(store_path, list(configs) or None, all_=all_, dry_run=dry_run)))
+    click.echo(format_clean(clean(store_path, list(configs) or None, all_=all_, dry_run=dry_run, stages=stages)))
 
 
 @main.group()

@@ -35,10 +35,12 @@ def newsgroups(groups, per_group, seed=0):
         X, classes, groups = sp.csr_matrix(X), [str(d) for d in range(10)], ["0", "1", "4", "7"]
         name = "digits (20 Newsgroups not under $BIGCLUST_DATA)"
     rng = np.random.default_rng(seed)
-    rows = [rng.choice(np.flatnonzero(y == classes.index(g)), m, replace=False) for g, m in zip(groups, per_group)]
+    pools = [np.flatnonzero(y == classes.index(g)) for g in groups]
+    sizes = [min(m, pool.size) for m, pool in zip(per_group, pools)]   # the digits hold fewer per class
+    rows = [rng.choice(pool, m, replace=False) for pool, m in zip(pools, sizes)]
     X = X[np.concatenate(rows)]
     X = X[:, np.flatnonzero(X.getnnz(axis=0) >= 2)]
-    return X, np.repeat(np.arange(len(groups)), per_group), list(groups), name
+    return X, np.repeat(np.arange(len(groups)), sizes), list(groups), name
 
 
 counts, y, groups, name = newsgroups(GROUPS, SIZES)

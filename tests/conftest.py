@@ -74,7 +74,14 @@ def write_config(folder: Path, data_path, extra: str = "", name="run.toml", **se
     dir = "out"
     plots = false
     """
-    text = textwrap.dedent(body) + textwrap.dedent(extra)
+    extra = textwrap.dedent(extra)
+    # the tests were written for unit rows (the default before issue 26): stated, in extra's [preprocess] if any
+    if "\n[preprocess]\n" in "\n" + extra:
+        extra = ("\n" + extra).replace("\n[preprocess]\n", "\n[preprocess]\nl2_normalize = true\n", 1) \
+            if "l2_normalize" not in extra else extra
+    else:
+        extra = "\n[preprocess]\nl2_normalize = true\n" + extra
+    text = textwrap.dedent(body) + extra
     p = folder / name
     p.write_text(text)
     return p

@@ -21,9 +21,11 @@ def cfg(**over):
 
 def test_defaults_and_single_point():
     c = cfg()
-    assert c.sections["affinity"]["gamma"] == 1.0
-    assert c.sections["cluster"]["n_init"] == 100
-    assert c.sections["cluster"]["max_iter"] == 1000
+    assert c.sections["affinity"]["gamma"] == "median"           # issue 26: defaults one's own data can take
+    assert c.sections["preprocess"]["l2_normalize"] == "auto"
+    assert c.sections["bbs"]["solver"] == "dual"
+    assert c.sections["cluster"]["n_init"] == 10
+    assert c.sections["cluster"]["max_iter"] == 300
     assert list(c.points()) == [c.sections]
 
 

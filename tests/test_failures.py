@@ -347,7 +347,7 @@ def test_scheduler_lost_mid_run_is_one_line_and_resumes(tmp_path, small, make_co
 def test_worker_warning_is_one_line_on_the_client(tmp_path, small, make_config):
     distributed = pytest.importorskip("distributed")
     cfg = _with(make_config(small), 'names = ["kmeans", "ra", "ncut"]',
-                'names = ["bbs"]\n[bbs]\nn_iter = 3\ntol = 1e-12')
+                'names = ["bbs"]\n[bbs]\nn_iter = 3\ntol = 1e-12\nsolver = "alternating"')   # named below
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster:
         r = _cli("pipeline", "run", str(cfg), "--scheduler", cluster.scheduler_address)

@@ -153,8 +153,9 @@ def test_warning_when_the_label_column_is_a_feature(tmp_path, wine_csv, wine):
 
 def test_warning_reaches_the_cli(tmp_path, wine_csv):
     cfg = tmp_path / "w.toml"
-    cfg.write_text('[data]\npath = "wine.csv"\n[method]\nnames = ["kmeans"]\n[cluster]\nn_clusters = 3\n'
-                   'n_init = 2\n')
+    # label_column named: a warning (left unset, the same column is refused: test_trust_defaults)
+    cfg.write_text('[data]\npath = "wine.csv"\nlabel_column = -1\n[method]\nnames = ["kmeans"]\n[cluster]\n'
+                   'n_clusters = 3\nn_init = 2\n')
     r = _cli("pipeline", "run", str(cfg), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert any(ln.startswith("warning:") and "implausibly many classes" in ln for ln in r.stderr.splitlines())
@@ -237,8 +238,8 @@ def test_median_gamma_in_config_sweep_and_pipeline(tmp_path, wine):
     X, y, _ = wine
     np.savez(tmp_path / "w.npz", X=X, y=y)
     cfg = tmp_path / "w.toml"
-    cfg.write_text('[data]\npath = "w.npz"\n[affinity]\ngamma = ["median", 1.0]\n[method]\nnames = ["ncut"]\n'
-                   '[cluster]\nn_init = 3\n')
+    cfg.write_text('[data]\npath = "w.npz"\n[preprocess]\nl2_normalize = true\n[affinity]\ngamma = ["median", 1.0]\n'
+                   '[method]\nnames = ["ncut"]\n[cluster]\nn_init = 3\n')
     recs = run(cfg)
     st = Store(tmp_path / "w.zarr")
     (key,) = st.stage_keys("preprocess")

@@ -232,7 +232,7 @@ def test_out_of_core_path_equals_in_memory(tmp_path, make_config):
     X, y = blobs(n=400, k=3, d=5, seed=4, sep=3.0)
     p = tmp_path / "d.npz"
     np.savez(p, X=X, y=y)
-    body = lambda cfg: _with(cfg, 'names = ["kmeans", "ra", "ncut"]', 'names = ["ra", "ncut", "sk", "bbs"]\n[sk]\nn_iter = 30\n[bbs]\nn_iter = 30')
+    body = lambda cfg: _with(cfg, 'names = ["kmeans", "ra", "ncut"]', 'names = ["ra", "ncut", "sk", "bbs"]\n[sk]\nn_iter = 30\n[bbs]\nn_iter = 30\nsolver = "alternating"')
     mem = run(body(make_config(p)), out=str(tmp_path / "o_mem"))
     # 400 x 400 float64 = 1.28 MB: a 1 MB budget forces streaming in row blocks
     ooc_cfg = body(make_config(p, name="ooc.toml"))
@@ -246,7 +246,7 @@ def test_out_of_core_path_equals_in_memory(tmp_path, make_config):
         assert a["MB"] == pytest.approx(b["MB"], rel=1e-6, abs=1e-12)
         assert a["MC"] == pytest.approx(b["MC"], rel=1e-6, abs=1e-12)
         assert a["acc_avg"] == pytest.approx(b["acc_avg"], abs=1e-9)
-    bad = _with(ooc_cfg, "[bbs]\nn_iter = 30", '[bbs]\nn_iter = 30\nsolver = "dual"')
+    bad = _with(ooc_cfg, 'solver = "alternating"', 'solver = "dual"')
     with pytest.raises(UserError, match="supports solver"):
         run(bad, out=str(tmp_path / "o_bad"))
 
@@ -284,7 +284,7 @@ def test_out_of_core_iterated_ncut_and_mbbs(tmp_path, make_config):
 
 def test_cli_solver_warning_is_one_line(tmp_path, blob_file, make_config):
     # 3 iterations of Alg. 1 cannot reach 1e-12: the run finishes and says so in one line
-    cfg = _with(make_config(blob_file), 'names = ["kmeans", "ra", "ncut"]', 'names = ["bbs"]\n[bbs]\nn_iter = 3\ntol = 1e-12')
+    cfg = _with(make_config(blob_file), 'names = ["kmeans", "ra", "ncut"]', 'names = ["bbs"]\n[bbs]\nn_iter = 3\ntol = 1e-12\nsolver = "alternating"')
     r = _cli("pipeline", "run", str(cfg))
     assert r.returncode == 0, r.stderr
     warn = [ln for ln in r.stderr.splitlines() if "did not converge" in ln]

@@ -86,7 +86,7 @@ def _dense_block(X, sqn, r0, r1, T, kind, gamma, dtype):
     return G.astype(dtype, copy=False)
 
 
-def dense_kernel(X, kind="gaussian", gamma=1.0, *, dtype=np.float64, block_bytes=64 << 20):
+def dense_kernel(X, kind="gaussian", gamma="median", *, dtype=np.float64, block_bytes=64 << 20):
     """A dense kernel matrix as a lazy Dask array of row blocks.
 
     Parameters
@@ -97,10 +97,11 @@ def dense_kernel(X, kind="gaussian", gamma=1.0, *, dtype=np.float64, block_bytes
         ``gaussian``: ``exp(-||x_i - x_j||^2 / gamma)`` (paper 000 Eq. 4);
         ``linear``: ``x_i . x_j``; ``cosine``: the normalised inner product;
         ``cosine2``: its square.
-    gamma : float or "median"
+    gamma : float or "median", default "median"
         Gaussian width, > 0: a squared distance, the inverse of scikit-learn's
-        rbf ``gamma`` (ignored by the other kinds).  ``"median"``: the median
-        squared distance of the pairs of rows (:func:`median_sq_distance`).
+        rbf ``gamma`` (ignored by the other kinds).  ``"median"`` (the default,
+        as ``[affinity] gamma``): the median squared distance of the pairs of
+        rows (:func:`median_sq_distance`), which suits data of any scale.
     dtype : numpy dtype
         Storage type of the result; blocks are computed in float64.
 
@@ -308,7 +309,7 @@ def self_first(ind, dist, row0=0):
     return ind, dist
 
 
-def knn_kernel(X, n_neighbors=15, gamma=1.0, *, random_state=0, dtype=np.float64, method="auto",
+def knn_kernel(X, n_neighbors=15, gamma="median", *, random_state=0, dtype=np.float64, method="auto",
                return_gamma=False, n_cells=0, n_probe=0):
     """Gaussian weights on the symmetrised kNN graph, as CSR (self-loops kept).
 
@@ -321,7 +322,7 @@ def knn_kernel(X, n_neighbors=15, gamma=1.0, *, random_state=0, dtype=np.float64
     is a function of the distance only, so the union of the two directed
     edges carries one value and ``K`` is exactly symmetric.  ``gamma`` is a
     squared distance (the inverse of scikit-learn's rbf ``gamma``);
-    ``"median"`` takes the median squared distance over the kNN pairs (each
+    ``"median"`` (the default, as ``[affinity] gamma``) takes the median squared distance over the kNN pairs (each
     point to its ``n_neighbors - 1`` nearest others, self-loops left out).
     ``return_gamma``: return ``(K, gamma used)``.
 

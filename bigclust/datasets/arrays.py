@@ -92,15 +92,28 @@ def read_npz(path):
             arrays = {k: z[k] for k in z.files if k in ("X", "y")}
             files = z.files
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        if "allow_pickle" in str(exc):
+            raise DataError(f"{path}: 'X' or 'y' holds Python objects (dtype object), which are not loaded "
+                            "(unpickling can run code): save them as numeric arrays") from None
         raise DataError(f"{path}: not a valid .npz file: truncated or corrupt ({exc})") from None
     if "X" not in arrays:
         raise DataError(f"{path}: no array 'X' (it has: {', '.join(files)})")
-    X = np.asarray(arrays["X"], np.float32)
+    X = _numeric(path, "X", arrays["X"])
     y = arrays["y"].ravel() if "y" in arrays else None
     if X.ndim != 2 or (y is not None and len(y) != X.shape[0]):
         raise DataError(f"{path}: 'X' must be 2-D with one 'y' label per row, got X {X.shape}"
                         f"{'' if y is None else f' and y {y.shape}'}")
     return X, None if y is None else [label_key(str(v)) for v in y]
+
+
+def _numeric(path, name, a):
+    """``a`` as float32, or one line saying why it is not numbers (complex values are not cast silently)."""
+    if a.dtype.kind == "c":
+        raise DataError(f"{path}: {name!r} is complex ({a.dtype}); clustering needs real numbers")
+    try:
+        return np.asarray(a, np.float32)
+    except ValueError:
+        raise DataError(f"{path}: {name!r} ({a.dtype}) holds values that are not numbers") from None
 
 
 def open_npy(path, label_column):
@@ -114,7 +127,13 @@ def open_npy(path, label_column):
     try:
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
+        if "Python objects" in str(exc) or "allow_pickle" in str(exc):
+            raise DataError(f"{path}: holds Python objects (dtype object), which are not loaded (unpickling can "
+                            "run code): save a numeric array") from None
         raise DataError(f"{path}: not a readable .npy file ({exc})") from None
+    if arr.dtype.kind in "cUSV":
+        raise DataError(f"{path}: the array is {arr.dtype} ({'complex' if arr.dtype.kind == 'c' else 'not numbers'});"
+                        " clustering needs a real numeric array")
     if arr.ndim != 2:
         raise DataError(f"{path}: expected a 2-D array, got shape {arr.shape}")
     n, d = arr.shape

@@ -320,8 +320,10 @@ def open_file(path, fmt: str | None = None, label_column: int | str | None = -1,
     -------
     Source
         Labels are remapped to ``0..k-1`` in the sorted order of the original
-        labels (numeric order when all are numbers).  CSV files use commas if
-        the first row has one, whitespace otherwise, and are read twice (once
+        labels (numeric order when all are numbers).  The delimiter of a CSV file
+        is detected from its first lines (comma, semicolon, whitespace, tab or
+        bar: :func:`bigclust.datasets.tabular.sniff_delimiter`), quoted fields
+        are read as the csv module reads them, and the file is read twice (once
         to count rows and collect labels).  svmlight rows are CSR unless at
         least half the entries are stored.  npy is streamed through a memory
         map and csv line by line; npz, svmlight and mat are loaded whole.
@@ -333,9 +335,12 @@ def open_file(path, fmt: str | None = None, label_column: int | str | None = -1,
     DataError
         Unknown format, missing or malformed file.
     """
-    from bigclust.datasets.tabular import detect_header, first_line, label_index, warn_implausible_labels
+    from bigclust.datasets.tabular import (detect_header, head_lines, label_index, sniff_delimiter,
+                                           warn_implausible_labels)
 
     path = Path(path).expanduser()
+    if path.is_dir():   # before the format: a folder has no extension to tell it by
+        raise DataError(f"{path} is a folder, not a data file")
     fmt = _guess_format(path) if fmt is None else fmt
     if fmt not in FORMATS:
         raise DataError(f"unknown file format {fmt!r}; known: {', '.join(FORMATS)}")
@@ -345,11 +350,16 @@ def open_file(path, fmt: str | None = None, label_column: int | str | None = -1,
         raise DataError(f"{path}: label_column {label_column!r} is a column name; a {fmt} file has no header, "
                         "give the column's index")
     if fmt == "csv":
-        first = first_line(path)
-        sep = "," if "," in first else None
-        names = detect_header(path, first, sep, label_column, header)
+        lines = head_lines(path)
+        sep, trailing = sniff_delimiter(path, lines)
+        names = detect_header(path, lines[0] if lines else "", sep, label_column, header, trailing)
         label_column = label_index(path, label_column, names)
-        n, n_fields, keys = scan_table(path, sep, label_column, header=names is not None)
+        n, n_fields, keys = scan_table(path, sep, label_column, header=names is not None, trailing=trailing)
+        if n_fields - (label_column is not None) < 1:
+            raise DataError(f"{path}: no feature columns: its rows have {n_fields} field(s), "
+                            + ("all of them the label column (set [data] label_column = false if it is a feature)"
+                               if label_column is not None else "and none") + "; or is the delimiter not one of "
+                            "',' ';' tab '|' whitespace?")
         warn_stray_labels(path, keys)
         classes = sorted_classes(keys) if label_column is not None else None
         index = {c: i for i, c in enumerate(classes)} if classes else None
@@ -357,7 +367,7 @@ def open_file(path, fmt: str | None = None, label_column: int | str | None = -1,
                            lambda hint: iter_table(path, sep=sep, label_column=label_column,
                                                    classes=index, n_fields=n_fields,
                                                    block_rows=min(max(hint, 1024), 65536),
-                                                   header=names is not None))
+                                                   header=names is not None, trailing=trailing))
         if names is not None:
             src._feature_names = [c for i, c in enumerate(names)
                                   if label_column is None or i != label_column % len(names)]

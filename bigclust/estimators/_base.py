@@ -200,6 +200,7 @@ def _in_estimator_words(est):
 def _run(raw_config: dict, X, scheduler, y, fetch: dict) -> FitResult:
     """Run the one method of a config dict on the array X in a temporary store (``y``: int64 labels stored
     with X, -1 = unlabelled)."""
+    from bigclust.pipeline.checks import check_allocations
     from bigclust.pipeline.config import from_dict
     from bigclust.pipeline.methods import get as get_method
     from bigclust.pipeline.runner import Runner, dask_client, instances
@@ -209,6 +210,8 @@ def _run(raw_config: dict, X, scheduler, y, fetch: dict) -> FitResult:
     try:
         cfg = from_dict(raw_config, "<estimator>")
         (point,) = list(cfg.points())
+        # sizes that would reach one huge allocation (n_init = 1e9): refused as the pipeline refuses them
+        check_allocations(cfg, point, X.shape[0], X.shape[1], point["cluster"]["n_clusters"])
         store = Store(f"{folder}/store.zarr", owner={"array": "estimator"})
         with dask_client(scheduler) as client:
             runner = Runner(cfg, store, client, force=False, log=lambda msg: None)

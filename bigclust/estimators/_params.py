@@ -72,7 +72,10 @@ def _fits(v, types) -> bool:
         return float in types and math.isfinite(v)
     if isinstance(v, str):
         return str in types
-    return v is None and type(None) in types
+    if v is None:
+        return type(None) in types
+    # an object type among the types (random_state's numpy.random.RandomState)
+    return any(isinstance(v, t) for t in types if t not in (bool, int, float, str, type(None)))
 
 
 def check(est, name: str, spec: Key | NoneMeans):
@@ -100,10 +103,18 @@ def _size(v) -> bool:
         return False
 
 
-#: the parameters every estimator has (``random_state`` is scikit-learn's ``check_random_state``'s)
+def _seed_range(v) -> bool:
+    return not isinstance(v, numbers.Integral) or 0 <= v < 2**32
+
+
+#: the parameters every estimator has
 COMMON = {
     # 1 puts every sample in one cluster; the config's n_clusters = 1 would mean a 1-cluster k-means run
     "n_clusters": own_key(int, lambda v: v >= 1, ">= 1"),
     "max_memory": own_key((str, int), _size, 'a size like "4GB" or "512MiB", or a number of bytes > 0'),
     "scheduler": own_key((str, type(None)), None, 'None or a dask.distributed address like "tcp://host:8786"'),
+    # what scikit-learn's check_random_state takes, checked here so that the message names the estimator
+    # (NumPy's own is "Seed must be between 0 and 2**32 - 1")
+    "random_state": own_key((int, type(None), np.random.RandomState), _seed_range,
+                            "None, an integer in [0, 2**32 - 1] or a numpy.random.RandomState"),
 }

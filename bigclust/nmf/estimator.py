@@ -10,6 +10,7 @@ import numpy as np
 
 from bigclust._util.errors import UserError
 from bigclust.estimators import PipelineEstimator, config_key, own_key
+from bigclust.report.terms import NAMES_EXPECT, NAMES_TYPES, names_ok
 
 #: the estimator's models and the methods that run them
 MODELS = {"linear": "nmf", "bilinear": "binmf"}
@@ -28,7 +29,7 @@ class NMFClustering(PipelineEstimator):
         Bilinear model only (another kernel with the linear model is an error).  ``linear``:
         ``K = X X^T``, never formed (O(nnz k) per iteration); the others are built as in
         :class:`SpectralClustering`.
-    gamma, n_neighbors : float or "median", int
+    gamma, n_neighbors : float or "median", int, default="median", 15
         Kernel parameters (Gaussian width ``exp(-d^2 / gamma)`` as a squared distance, the inverse of
         scikit-learn's; ``"median"`` as in :class:`SpectralClustering`; kNN size).
     ncw : bool, default=False
@@ -46,6 +47,9 @@ class NMFClustering(PipelineEstimator):
     random_state : int, RandomState or None
     max_memory : str or int, default="4GB"
     scheduler : str or None
+    feature_names : sequence of str or None, default=None
+        The name of each column of X (a vectorizer's ``get_feature_names_out()``): ``top_terms_`` says what
+        each cluster is about.
 
     Attributes
     ----------
@@ -67,6 +71,10 @@ class NMFClustering(PipelineEstimator):
         kernel, which is never formed, and for the linear model).
     gamma_ : float or None
         The Gaussian / kNN kernel's width used (what ``gamma="median"`` stood for); None otherwise.
+    top_terms_ : list of list of str, or None
+        The 10 top terms of each cluster: the largest entries of its row of ``components_`` (linear), or of the
+        centroid of its documents (bilinear); None when no feature names are known (``feature_names``, or a
+        DataFrame's columns).
     n_features_in_ : int
 
     With ``n_clusters=1`` every label is 0, the factors are None and ``objective_`` is NaN.
@@ -74,9 +82,9 @@ class NMFClustering(PipelineEstimator):
     the bilinear model streams a dense kernel's rows, and with the linear kernel needs X in memory.
     """
 
-    def __init__(self, n_clusters=8, *, model="linear", kernel="linear", gamma=1.0, n_neighbors=15, ncw=False,
+    def __init__(self, n_clusters=8, *, model="linear", kernel="linear", gamma="median", n_neighbors=15, ncw=False,
                  solver="mu", init="random", n_init=10, max_iter=500, tol=1e-5, random_state=None,
-                 max_memory="4GB", scheduler=None):
+                 max_memory="4GB", scheduler=None, feature_names=None):
         self.n_clusters = n_clusters
         self.model = model
         self.kernel = kernel
@@ -91,6 +99,7 @@ class NMFClustering(PipelineEstimator):
         self.random_state = random_state
         self.max_memory = max_memory
         self.scheduler = scheduler
+        self.feature_names = feature_names
 
     @classmethod
     def _parameters(cls):
@@ -98,7 +107,8 @@ class NMFClustering(PipelineEstimator):
                 "kernel": config_key("affinity", "kind"), "gamma": config_key("affinity", "gamma"),
                 "n_neighbors": config_key("affinity", "n_neighbors"),
                 # the linear model's keys (the bilinear model's are declared alike, and take mu / random only)
-                **{name: config_key("nmf", name) for name in ("ncw", "solver", "init", "n_init", "max_iter", "tol")}}
+                **{name: config_key("nmf", name) for name in ("ncw", "solver", "init", "n_init", "max_iter", "tol")},
+                "feature_names": own_key(NAMES_TYPES, names_ok, NAMES_EXPECT)}
 
     _fetch = {"affinity": ("K",)}
     _row_noun = "document"
@@ -148,7 +158,14 @@ class NMFClustering(PipelineEstimator):
             Non-negative for the linear model.
         y : ignored
         """
-        return super().fit(X, y)
+        from bigclust.report.terms import feature_names, fitted_top_terms
+        if hasattr(X, "shape") and len(X.shape) == 2:
+            feature_names(self, X.shape[1])       # a wrong count is said before the fit, not after
+        super().fit(X, y)
+        linear = self.model == "linear" and self.components_ is not None
+        self.top_terms_ = fitted_top_terms(self, X, self.labels_,
+                                           factor=self.components_.T if linear else None)
+        return self
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -174,10 +174,14 @@ def _ncw_name(plain):
 register(Method("kmeans", KMeansParams, lambda p, point: ("assign",) if p.ncw else ("cluster",),
                 "K-means on the data (restarts or mini-batch; ncw: on NCW-weighted documents)",
                 assign=kmeans_ncw_assign, overrides=lambda p: {"cluster": {"n_init": p.n_init}} if p.n_init else {},
+                # n_init = 0 stands for [cluster] n_init: tables show the restarts run, not the 0
+                show=lambda shown, facts: {**shown, "n_init": facts["restarts"]}
+                if shown.get("n_init") == 0 and facts.get("restarts") else shown,
                 label="K-means", default=True, papers={"000": "kmeans", "001": _ncw_name("KM")},
                 moved={("cluster", "kmeans_n_init"): "n_init"}))
 register(Method("nmf", NMFParams, ("assign",), "linear NMF on the documents (paper 001)",
-                assign=nmf_assign, assign_streamed=nmf_assign_streamed, papers={"001": _ncw_name("NMF")}))
+                assign=nmf_assign, assign_streamed=nmf_assign_streamed, papers={"001": _ncw_name("NMF")},
+                term_factor="U"))
 register(Method("binmf", BiNMFParams,
                 lambda p, point: ("assign",) if point["affinity"]["kind"] == "linear" else ("affinity", "assign"),
                 "bilinear kernel NMF (paper 001); the linear kernel is never formed", assign=binmf_assign,

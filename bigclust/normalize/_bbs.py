@@ -22,8 +22,8 @@ SELF_LOOPS = ("keep", "zero", "drop", "cap")  # sparse BBS: what the support doe
 DUAL_TOL = 1e-10
 
 
-def bbs(K, solver="alternating", n_iter=1000, tol=None, *, y=None, record_every=0, return_info=False,
-        dtype=None, self_loops="keep"):
+def bbs(K, solver="dual", n_iter=1000, tol=None, *, y=None, record_every=0, return_info=False,
+        dtype=None, self_loops="zero"):
     # over 80 lines only by its numpydoc docstring; the body is a dispatch of ~30 lines
     """Euclidean Bregmanian bi-stochastication (paper 000, problem 10).
 
@@ -40,8 +40,9 @@ def bbs(K, solver="alternating", n_iter=1000, tol=None, *, y=None, record_every=
         means solving ``(D + A_E) mu = 1 - G1`` (signless Laplacian of E) by a
         warm-started CG, O(nnz) per CG step -- see
         :mod:`bigclust.normalize._bbs_sparse`.
-    solver : {"alternating", "dykstra", "dual"}
-        ``"alternating"``: the paper's Alg. 1, projections onto
+    solver : {"dual", "alternating", "dykstra"}, default "dual"
+        The pipeline's ``[bbs] solver`` and the estimator's default (one declaration:
+        :class:`bigclust.normalize.plugin.BBSParams`).  ``"alternating"``: the paper's Alg. 1, projections onto
         ``{G = G^T, G1 = 1}`` and ``{G >= 0}`` alternated from ``G = K``, one
         fused in-place pass per iteration; reaches a feasible point, not the
         nearest one.  ``"dykstra"``: Dykstra's corrected projections, which
@@ -66,8 +67,10 @@ def bbs(K, solver="alternating", n_iter=1000, tol=None, *, y=None, record_every=
     dtype : {None, float32, float64}
         Storage type of G (accumulations are always float64); None keeps a
         float32 K in float32 and makes everything else float64.
-    self_loops : {"keep", "drop", "cap"}
+    self_loops : {"zero", "keep", "drop", "cap"}, default "zero"
         Sparse K only: what the support does with K's stored diagonal.
+        ``"zero"`` (the default, as ``[bbs] self_loops``) keeps the diagonal in
+        the support as slack with no similarity (``K_ii = 0``);
         ``"keep"`` projects onto K's pattern as it is; ``"drop"`` removes the
         diagonal from the support (``G_ii = 0``; a row holding only its
         diagonal keeps it); ``"cap"`` lowers ``K_ii`` to the row's largest

@@ -5,13 +5,15 @@ k-means restarts) on a temporary store (:mod:`bigclust.estimators`); a dense ker
 ``max_memory`` is normalised out of core.  As in the pipeline, data are stored as float32 and the Gaussian
 kernel is ``exp(-||x_i - x_j||^2 / gamma)`` -- gamma is a squared length, the inverse of scikit-learn's
 ``rbf`` parameter; ``gamma="median"`` takes the data's median squared distance.  Defaults follow
-scikit-learn's (``n_init=10``).
+scikit-learn's (``n_init=10``, ``max_iter=300``) and are the pipeline's: every default here is the config
+key's it stands for (``tests/test_trust_defaults.py``).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from bigclust.estimators import PipelineEstimator, config_key, own_key
+from bigclust.report.terms import NAMES_EXPECT, NAMES_TYPES, names_ok
 
 #: the normalisations the estimator offers: the methods of this family that embed one kernel
 NORMALIZATIONS = ("bbs", "sk", "ncut", "ra", "rc")
@@ -29,7 +31,7 @@ class SpectralClustering(PipelineEstimator):
         ``gaussian``: dense ``exp(-||x_i - x_j||^2 / gamma)``; ``knn``: the same
         weights on the symmetrised k-nearest-neighbour graph (sparse);
         ``linear``, ``cosine``, ``cosine2``: inner products (cosine2 is its square).
-    gamma : float or "median", default=1.0
+    gamma : float or "median", default="median"
         Width of the Gaussian ``exp(-||x_i - x_j||^2 / gamma)``, a squared distance: the inverse of
         scikit-learn's rbf ``gamma`` (theirs ``g`` is ours ``1 / g``).  ``"median"``: the median squared
         distance over the kernel's pairs (all pairs, or a seeded sample of 2**20 for large n; knn: the
@@ -52,8 +54,11 @@ class SpectralClustering(PipelineEstimator):
         ``n_iter`` iterations with no stopping test (paper 000's protocol) and never warn --
         ``normalization_info_["row_err"]`` says how far from bi-stochastic they got; ``"dual"``
         stops at its own tolerance and warns when ``n_iter`` Newton steps do not reach it.
-    l2_normalize : bool, default=False
-        Scale every row to unit length first (paper 000's protocol; the pipeline's default).
+    l2_normalize : bool or "auto", default=False
+        Scale every row to unit length first (paper 000's protocol).  ``"auto"`` (the pipeline's default):
+        sparse X (counts) gets unit rows, dense X is taken as it is.  False here: X is taken as given, as
+        scikit-learn's estimators do (sparse X is often a TfidfVectorizer's, unit already, and may hold
+        all-zero rows, which cannot be scaled).
     n_init : int, default=10
         k-means restarts on the embedding; the one of lowest inertia gives ``labels_``.
     max_iter : int, default=300
@@ -64,6 +69,9 @@ class SpectralClustering(PipelineEstimator):
         Budget that decides in memory vs out of core (``"512MB"``, bytes).
     scheduler : str or None, default=None
         ``None``: this process; ``"tcp://HOST:PORT"``: a ``dask.distributed`` scheduler.
+    feature_names : sequence of str or None, default=None
+        The name of each column of X (a vectorizer's ``get_feature_names_out()``): ``top_terms_`` says what
+        each cluster is about.
 
     Attributes
     ----------
@@ -81,12 +89,17 @@ class SpectralClustering(PipelineEstimator):
         stopping test was set and not met; True without one), ``MB``, ``out_of_core``, ``components``.
     gamma_ : float or None
         The Gaussian width used (``gamma``, or what ``"median"`` stood for); None for the other affinities.
+    top_terms_ : list of list of str, or None
+        The 10 top terms (largest features) of each cluster's centroid in X's space (for tf-idf documents,
+        what the cluster is about); None when no feature names are known (``feature_names``, or a
+        DataFrame's columns).
     n_features_in_ : int
     """
 
-    def __init__(self, n_clusters=8, *, affinity="gaussian", gamma=1.0, n_neighbors=15, normalization="bbs",
+    def __init__(self, n_clusters=8, *, affinity="gaussian", gamma="median", n_neighbors=15, normalization="bbs",
                  solver="dual", n_iter=1000, tol=0.0, l2_normalize=False, n_init=10, max_iter=300,
-                 eigensolver="auto", random_state=None, max_memory="4GB", scheduler=None, knn="auto"):
+                 eigensolver="auto", random_state=None, max_memory="4GB", scheduler=None, knn="auto",
+                 feature_names=None):
         self.n_clusters = n_clusters
         self.affinity = affinity
         self.gamma = gamma
@@ -103,6 +116,7 @@ class SpectralClustering(PipelineEstimator):
         self.random_state = random_state
         self.max_memory = max_memory
         self.scheduler = scheduler
+        self.feature_names = feature_names
 
     @classmethod
     def _parameters(cls):
@@ -114,7 +128,8 @@ class SpectralClustering(PipelineEstimator):
                 "solver": config_key("bbs", "solver"), "n_iter": config_key("bbs", "n_iter"),
                 "tol": config_key("bbs", "tol"), "l2_normalize": config_key("preprocess", "l2_normalize"),
                 "n_init": config_key("cluster", "n_init"), "max_iter": config_key("cluster", "max_iter"),
-                "eigensolver": config_key("embed", "eigensolver")}
+                "eigensolver": config_key("embed", "eigensolver"),
+                "feature_names": own_key(NAMES_TYPES, names_ok, NAMES_EXPECT)}
 
     _fetch = {"affinity": ("K",), "embed": ("E",)}
 
@@ -132,6 +147,15 @@ class SpectralClustering(PipelineEstimator):
             "cluster": {"n_init": p["n_init"], "max_iter": p["max_iter"], "algorithm": "lloyd"},
             "embed": {"eigensolver": p["eigensolver"]},
         }
+
+    def fit(self, X, y=None):
+        """Cluster X (see the class); ``top_terms_`` when feature names are known."""
+        from bigclust.report.terms import feature_names, fitted_top_terms
+        if hasattr(X, "shape") and len(X.shape) == 2:
+            feature_names(self, X.shape[1])       # a wrong count is said before the fit, not after
+        super().fit(X, y)
+        self.top_terms_ = fitted_top_terms(self, X, self.labels_)
+        return self
 
     def _one_cluster(self, X, y, p, config):
         self.labels_ = np.zeros(X.shape[0], dtype=np.int64)

@@ -8,6 +8,7 @@ helpers refuse another run's results and clean what a killed writer left.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ from bigclust.pipeline.config import Config
 from bigclust.pipeline.methods import get as get_method
 from bigclust.pipeline.subsets import check_subset_sizes
 from bigclust._util.errors import DataError, StoreError, UserError
-from bigclust.pipeline.store import _pid_alive
+from bigclust.pipeline.locks import OUT_LOCK, pid_alive as _pid_alive
 
 
 def log(msg: str):
@@ -28,30 +29,89 @@ def log(msg: str):
     print(msg, file=sys.stderr, flush=True)
 
 
-def check_out_dir(out_dir: Path, cfg: Config, replace: bool):
-    """Refuse an output folder that holds another run's results (unless ``replace``)."""
+#: what a run writes into its output folder (report.tables.write and the label files and figures it writes):
+#: ``--replace`` moves only these, and only when a ``run.json`` says a bigclust run wrote them
+RESULTS = ("run.json", "results.json", "results.csv", "results.md", "trials.csv", "clusters.csv", "quality.png",
+           "labels", "figures")
+
+
+def check_out_dir(out_dir: Path, cfg: Config, replace: bool, inputs=()):
+    """Refuse an output folder that holds another run's results (unless ``replace``) or files bigclust did not write.
+
+    ``inputs``: the run's own config, data file and store; they may sit in the output folder
+    (``[output] dir = "."``) and are neither foreign nor ever moved.
+    """
     if not out_dir.exists():
         return
     if not out_dir.is_dir():
         raise StoreError(f"--out {out_dir} exists and is not a folder")
+    for p in inputs:   # the store (a folder) as output folder: its results would go among the stages
+        if Path(p).resolve() == out_dir.resolve():
+            raise StoreError(f"the output folder {out_dir} is {p}; give the results a folder of their own")
     _clean_partial_writes(out_dir)
-    entries = [p for p in out_dir.iterdir() if not p.name.startswith("replaced-")]
+    mine = {Path(p).absolute() for p in inputs}
+    entries = [p for p in out_dir.iterdir() if not p.name.startswith("replaced-") and p.name != OUT_LOCK
+               and p.absolute() not in mine]
     if not entries:
         return
+    results = [p.name for p in entries if p.name in RESULTS]
     run_json = out_dir / "run.json"
     prev, prev_sections = None, None
     if run_json.exists():
         try:
             rec = json.loads(run_json.read_text())
             prev, prev_sections = rec.get("config_hash"), rec.get("config")
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):
             prev = None
-    if prev == cfg.hash or same_settings(prev_sections, cfg):
+    if results and prev is None:
+        # named like results but with no readable run.json: not a bigclust run's, so --replace does not move them
+        raise StoreError(f"output folder {out_dir} holds {', '.join(sorted(results))} but no readable run.json "
+                         "of a bigclust run: bigclust did not write them; move them away or choose another --out")
+    if prev is not None and (prev == cfg.hash or same_settings(prev_sections, cfg)):
         return
     if not replace:
-        what = f"results of another config (hash {prev})" if prev else "files not written by this config"
-        raise StoreError(f"output folder {out_dir} holds {what}; choose another --out, or pass --replace "
-                         "(moves them to a replaced-* subfolder; finished stages are reused)")
+        if prev:
+            # the edit-and-rerun loop: say what changed and the one command that goes on, losing nothing
+            raise StoreError(f"output folder {out_dir} holds results of another config (hash {prev}), whose "
+                             f"settings differ: {settings_diff(prev_sections, cfg)}; to replace them run "
+                             f"`bigclust pipeline run {cfg.path} --replace` (moves them to a replaced-* subfolder, "
+                             "nothing is lost; finished stages are reused), or choose another --out")
+        names = ", ".join(sorted(p.name for p in entries)[:5]) + (", ..." if len(entries) > 5 else "")
+        raise StoreError(f"output folder {out_dir} holds files not written by this config ({names}); choose "
+                         "another --out, or pass --replace to write the results beside them (bigclust never "
+                         "moves or deletes files it did not write)")
+
+
+def settings_diff(prev_sections, cfg: Config, most: int = 4) -> str:
+    """``[affinity] gamma: 1.0 -> "median"; ...``: the settings of a recorded run that ``cfg`` changes.
+
+    The sections compared are :func:`same_settings`'s (the shared ones and those of the methods ``cfg``
+    runs); a key either side lacks is shown as ``(unset)``; at most ``most`` of them, then how many more.
+    """
+    from bigclust.pipeline.config import schema
+    from bigclust.pipeline.methods import names as method_names
+
+    if not isinstance(prev_sections, dict):
+        return "the earlier run recorded none"
+    full = schema()
+    show = lambda v: json.dumps(v, default=str)   # noqa: E731  (TOML-like: strings quoted, lists bracketed)
+    used = set(cfg.methods)
+    lines = []
+    for sec in sorted(set(prev_sections) | set(cfg.sections)):
+        if sec in method_names() and sec not in used:
+            continue
+        old, new = prev_sections.get(sec, {}), cfg.sections.get(sec, {})
+        old, new = (old if isinstance(old, dict) else {}), (new if isinstance(new, dict) else {})
+        for key in sorted(set(old) | set(new)):
+            a, b = (show(old[key]) if key in old else "(unset)"), (show(new[key]) if key in new else "(unset)")
+            spec = full.get(sec, {}).get(key)
+            if spec is not None and (spec.scoreless or (key not in old and show(spec.default) == b)):
+                continue    # what same_settings does not count either
+            if a != b:
+                lines.append(f"[{sec}] {key}: {a} -> {b}")
+    if not lines:
+        return "none that this version records (a key added or moved since)"
+    return "; ".join(lines[:most]) + (f"; and {len(lines) - most} more" if len(lines) > most else "")
 
 
 def same_settings(prev_sections, cfg: Config) -> bool:
@@ -108,15 +168,27 @@ def _clean_partial_writes(out_dir: Path):
 
 
 def _archive_out_dir(out_dir: Path):
-    entries = [p for p in out_dir.iterdir() if not p.name.startswith("replaced-")]
+    """``--replace``: move a previous run's results (:data:`RESULTS`, with its run.json) to ``replaced-<time>``.
+
+    Only what a bigclust run wrote moves: never the config, the data, the store or any other file.
+    """
+    if not (out_dir / "run.json").is_file():
+        return
+    entries = [p for p in out_dir.iterdir() if p.name in RESULTS]
     if not entries:
         return
-    dest = out_dir / time.strftime("replaced-%Y%m%d-%H%M%S")
-    dest.mkdir()
+    stamp = time.strftime("replaced-%Y%m%d-%H%M%S")
+    dest, i = out_dir / stamp, 1
+    while True:   # two replacements within one second get folders of their own
+        try:
+            dest.mkdir()
+            break
+        except FileExistsError:
+            i += 1
+            dest = out_dir / f"{stamp}-{i}"
     for p in entries:
         shutil.move(str(p), dest / p.name)
-    log(f"moved the previous contents of {out_dir} to {dest}")
-
+    log(f"moved the previous results in {out_dir} to {dest}")
 
 
 def _precheck(cfg: Config, point):
@@ -131,9 +203,14 @@ def _precheck(cfg: Config, point):
     name = point["data"]["name"]
     if not name:
         p = cfg.resolve(point["data"]["path"])
+        if p.is_dir():
+            raise DataError(f"{cfg.path}: [data] path: {p} is a folder, not a data file (name the file in it)")
         if not p.is_file():
             raise DataError(f"{cfg.path}: [data] path: file {p} does not exist")
         _check_readable(p, f"{cfg.path}: [data] path")
+        # the shape is known once the file is opened (run checks it then): what no data could hold, now
+        check_allocations(cfg, point, 2, 1, point["cluster"]["n_clusters"] or 2, least=True)
+        check_label_column(cfg, point)
         return
     info = get_info(name)
     check_sizes(cfg, [point], info.n_samples, info.n_features, info.n_classes, info.sparse)
@@ -145,6 +222,48 @@ def _precheck(cfg: Config, point):
             raise DataError(f"{cfg.path}: data set {name!r} needs {p}, which does not exist (set [data] root "
                             "to the folder that holds it, or BIGCLUST_DATA)")
         _check_readable(p, f"{cfg.path}: data set {name!r}")
+
+
+def check_label_column(cfg: Config, point):
+    """Refuse a data file whose label column, taken by default (the last column), does not look like labels.
+
+    The README's rule (:func:`bigclust.datasets.tabular.label_doubt`: more than 1000 classes, more than
+    n/2, or non-integer numbers) means the "labels" are a feature of an unlabelled table, which would be
+    clustered into as many clusters and scored against it.  A config that sets ``[data] label_column``
+    itself gets a warning instead (``open_file``'s).  Only csv and npy files have a label *column*; the
+    file is read once per file and setting (cached), here before any work, in ``validate`` and ``run``.
+    """
+    d = point["data"]
+    p = cfg.resolve(d["path"])
+    if d["label_column"] is None or p.suffix.lower() in (".npz", ".mat", ".svm", ".libsvm", ".svmlight") \
+            or _label_column_given(cfg.path):
+        return
+    st = p.stat()
+    doubt = _label_doubt(str(p.resolve()), st.st_size, st.st_mtime_ns, d["label_column"], d.get("header", "auto"))
+    if doubt:
+        raise DataError(f"{cfg.path}: the label column (by default the last column of {p.name}) {doubt}: if the "
+                        "file has no labels, set [data] label_column = false and [cluster] n_clusters; else set "
+                        "label_column to the column that holds them")
+
+
+def _label_column_given(config_path: Path) -> bool:
+    import tomllib
+    try:
+        return "label_column" in tomllib.loads(Path(config_path).read_text(encoding="utf-8")).get("data", {})
+    except (OSError, ValueError):
+        return True          # not a config file (an estimator's): nothing to second-guess
+
+
+@functools.lru_cache(maxsize=8)
+def _label_doubt(path: str, size: int, mtime: int, label_column, header) -> str | None:
+    import warnings
+
+    from bigclust.datasets import open_file
+    from bigclust.datasets.tabular import label_doubt
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # said as an error by the caller, or by the run itself
+        src = open_file(path, label_column=label_column, header=header)
+    return label_doubt(src.class_names, src.info.n_samples)
 
 
 def _check_readable(p: Path, what: str):
@@ -218,9 +337,12 @@ def check_sizes(cfg: Config, points, n: int, d: int, n_classes: int, sparse: boo
         k = point["cluster"]["n_clusters"] or n_classes
         if not k:
             raise UserError(_no_labels(cfg))
-        if k > n:
-            raise UserError(f"{cfg.path}: [cluster] n_clusters={k} must be between 2 and n={n}"
-                            + ("" if point["cluster"]["n_clusters"] else " (taken from the number of classes)"))
+        taken = "" if point["cluster"]["n_clusters"] else " (taken from the number of classes)"
+        if n < 2:
+            raise UserError(f"{cfg.path}: the data have {n} row(s); clustering needs at least 2")
+        if k < 2 or k > n:
+            fix = "set [cluster] n_clusters" if taken else "lower it"
+            raise UserError(f"{cfg.path}: [cluster] n_clusters={k}{taken} must be between 2 and n={n}: {fix}")
         if point["evaluate"]["protocol"] == "subsets" and n_classes:   # subset_draws checks it again on the labels
             check_subset_sizes(cfg.path, point["evaluate"]["subset_sizes"], n_classes,
                                point["data"]["name"] or "the data")
@@ -239,15 +361,89 @@ def check_sizes(cfg: Config, points, n: int, d: int, n_classes: int, sparse: boo
             method = get_method(m)
             if "embed" in method.stages(method.make(point[m]), point) and k:
                 ncomp = point["embed"]["n_components"] or k
+                if ncomp >= n and not point["embed"]["n_components"]:   # the key the user set is n_clusters
+                    raise UserError(f"{cfg.path}: [cluster] n_clusters={k}{taken} must be below n={n} for {m}: "
+                                    f"its spectral embedding takes {k} eigenvectors of the n x n affinity, "
+                                    f"at most n - 1 = {n - 1}; lower n_clusters")
                 if ncomp >= n:
-                    raise UserError(f"{cfg.path}: [embed] n_components={ncomp} must be below n={n}"
-                                    + ("" if point["embed"]["n_components"] else " (= the number of clusters)"))
+                    raise UserError(f"{cfg.path}: [embed] n_components={ncomp} must be below n={n}")
+            if method.check is not None:   # the family's own checks against the shape
+                try:
+                    method.check(method.make(point[m]), point, n, d)
+                except UserError as e:
+                    raise type(e)(f"{cfg.path}: {e}") from None
             if _uses_dense_kernel(method, point):
                 n_k = len(cfg.sweeps.get(method.combine, [0])) if method.combine else 1
                 need = min_budget(n, np.dtype(a["dtype"]).itemsize, n_kernels=n_k)
                 if need > budget:
                     raise ConfigError(f"{cfg.path}: {mem} is too small for {m} on n={n} samples: streaming "
                                       f"the n x n kernel needs at least {format_bytes(need)} (a few rows of it)")
+        check_allocations(cfg, point, n, d, k)
+
+
+#: bytes a result record of one subset trial holds until the report is written (its dict and scores)
+TRIAL_RECORD_BYTES = 2048
+
+
+def check_allocations(cfg: Config, point, n: int, d: int, k: int, least: bool = False):
+    """Every integer key that sizes an array, bounded by what that array takes against ``[store] max_memory``.
+
+    A value far beyond the data (``n_init = 1e9``, ``knn_chunk_rows = 1e12``, ``subset_trials = 1e11``)
+    would otherwise reach NumPy or zarr as one allocation of terabytes, or fill memory slowly.  ``n``, ``d``:
+    the data's shape (``least``: not known yet, a data file before it is read: the smallest possible, 2 rows
+    and 1 feature, so what is refused there is refused for any data); ``d`` < 0: not known (a vocabulary).
+    Raises ConfigError naming the key, what it allocates and the largest value that fits.
+    """
+    from bigclust.pipeline.config import ConfigError
+    from bigclust._util.plan import format_bytes
+
+    budget = cfg.max_memory
+    d = max(d, 1)
+    pca = point["preprocess"]["pca"]
+    dx = min(pca, d) if pca else d            # the width of the rows k-means clusters when it clusters X
+    cl, a, ev = point["cluster"], point["affinity"], point["evaluate"]
+    chains = {m: get_method(m).stages(get_method(m).make(point[m]), point) for m in cfg.methods}
+    embeds = any("embed" in c for c in chains.values())
+    ncomp = point["embed"]["n_components"] or k
+    knn = a["kind"] == "knn" and any("affinity" in c for c in chains.values())
+    dc = max(dx, ncomp if embeds else 0)      # the widest rows clustered
+    b = min(cl["batch_size"], n)
+    # (section, key, value, bytes per unit of the value, what one unit holds); the widths first, then the
+    # counts they multiply (a huge n_components is named as itself, not as n_init's centres)
+    bounds = [("preprocess", "pca", pca, 8 * (n + d), f"one component over n={n} rows and d={d} features")]
+    if embeds:
+        bounds.append(("embed", "n_components", ncomp, 3 * 8 * n, f"an eigenvector of n={n} rows and the "
+                       "eigensolver's work space for it"))
+    if knn:
+        bounds.append(("affinity", "n_neighbors", a["n_neighbors"], 40 * n, f"the neighbour of n={n} rows "
+                       "(index, distance and kernel entry, both directions)"))
+        bounds.append(("affinity", "knn_chunk_rows", a["knn_chunk_rows"], 16 * a["n_neighbors"],
+                       f"a row of the chunk's {a['n_neighbors']} neighbour indices and distances (a zarr chunk "
+                       "is allocated whole, however few rows the data have)"))
+        bounds.append(("affinity", "ivf_cells", a["ivf_cells"] if a.get("knn") == "ivf" else 0, 8 * d + 64,
+                       f"a cell's centre of {d} features"))
+    bounds += [
+        ("cluster", "n_init", cl["n_init"], 4 * n + 8 * k * dc + 8 * b + 64,
+         f"one restart's labels of n={n} rows, {k} centres of {dc} features and its distances to a batch"),
+        ("cluster", "batch_size", b, 8 * dc + 8 * cl["n_init"], f"a batch row of {dc} features and its distances "
+         f"to the centres of {cl['n_init']} restarts"),
+        ("evaluate", "subset_trials", ev["subset_trials"] if ev["protocol"] == "subsets" else 0,
+         TRIAL_RECORD_BYTES * len(ev["subset_sizes"]) * len(cfg.methods),
+         f"the result records of {len(ev['subset_sizes'])} subset size(s) x {len(cfg.methods)} method(s)"),
+    ]
+    for m in cfg.methods:   # restarts of a method of its own (NMF's factors): labels and factors each
+        v = getattr(get_method(m).make(point[m]), "n_init", 0)
+        bounds.append((m, "n_init", v or 0, 4 * n + 8 * k * (n + d), f"one restart's labels of n={n} rows and "
+                       f"factors of rank {k}"))
+    mem = f"[store] max_memory={cfg.sections['store']['max_memory']!r} ({format_bytes(budget)})"
+    for sec, key, value, unit, what in bounds:
+        if value and value * unit > budget:
+            fit = budget // unit
+            what = f"even for the smallest data ({what})" if least else what
+            where = "" if str(cfg.path).startswith("<") else f"{cfg.path}: "   # "<estimator>": its own words
+            raise ConfigError(f"{where}[{sec}] {key}={value}: {what} take {format_bytes(unit)}, "
+                              f"{format_bytes(value * unit)} in all, more than {mem}; "
+                              + (f"lower {key} to at most {fit} or raise max_memory" if fit else "raise max_memory"))
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -267,6 +463,9 @@ def check_writable(path: Path, what: str):
     import tempfile
 
     path = Path(path)
+    if path.is_symlink() and not path.exists():   # mkdir would fail on the link itself
+        raise StoreError(f"{what} {path} is a symbolic link to {os.readlink(path)}, which does not exist: "
+                         "create its target folder, or choose another path")
     base = _nearest_existing(path.absolute())
     if not base.is_dir():
         where = "is a file" if base == path.absolute() else f"is under {base}, which is a file"

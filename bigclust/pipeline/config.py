@@ -80,6 +80,11 @@ class Config:
                       if not (sec in full and k in full[sec] and (full[sec][k].scoreless or
                                                                   (full[sec][k].added and v == full[sec][k].default)))}
                 for sec, keys in self.sections.items()}
+        # a method this config does not run is hashed with the defaults it had before they changed (Key.was):
+        # its settings decide nothing, and the config keeps the hash of its results folder
+        for sec in set(methods.names()) - set(self.methods):
+            kept[sec] = {k: full[sec][k].was if full[sec][k].was is not None and v == full[sec][k].default else v
+                         for k, v in kept[sec].items()}
         # a section whose keys were all added later (e.g. [subspace]) is left out while at its defaults
         return stable_hash({sec: keys for sec, keys in kept.items()
                             if keys or not (sec in full and all(k.added for k in full[sec].values()))})

@@ -69,6 +69,18 @@ class Method:
     moved : dict
         ``{(old section, old key): key of [name]}``: keys of the old flat sections that now live here
         (a config that still sets them gets a one-line pointer).
+    check : callable, optional
+        ``(params, point, n, d) -> None``: what only the family can check against the data's shape (``d`` < 0:
+        not known yet), raising a one-line UserError; :func:`bigclust.pipeline.checks.check_sizes` calls it
+        before any work (``pipeline validate`` too, for a registered data set).
+    show : callable, optional
+        ``(params, facts) -> params``: a record's parameters as tables show them (the record keeps the
+        config's values); ``facts``: ``{"restarts": restarts run, or None when unknown}``, e.g. to show the
+        restarts a ``0`` = "[cluster] n_init" stood for.
+    term_factor : str
+        Array of the final stage holding a weight per feature and cluster (features x k, e.g. NMF's term
+        factor): the report's top terms of a cluster are its largest entries.  Empty: the largest entries of
+        the cluster's centroid in the preprocessed (tf-idf) space.
     """
 
     name: str
@@ -85,6 +97,9 @@ class Method:
     default: bool = False
     papers: dict = field(default_factory=dict)
     moved: dict = field(default_factory=dict)
+    check: Callable | None = None
+    show: Callable | None = None
+    term_factor: str = ""
 
     def schema(self) -> dict[str, Key]:
         """The config keys of ``[name]``: one per field of ``params``."""

@@ -18,7 +18,7 @@ import time
 import warnings
 from pathlib import Path
 
-from bigclust._util.errors import DataError, UserError
+from bigclust._util.errors import DataError, UserError, disk_errors
 from bigclust._util.hashing import stable_hash
 from bigclust._util.plan import format_bytes
 from bigclust._util.version import __version__
@@ -30,6 +30,7 @@ from bigclust.pipeline.methods import STAGES, StageDef, hashed, stage_key
 from bigclust.pipeline.methods import get as get_method
 from bigclust.pipeline.scheduler import _parse_scheduler, _submit, check_scheduler, dask_client
 from bigclust.pipeline.stages.data import INGEST
+from bigclust.pipeline.locks import computing, hold_output, use_store
 from bigclust.pipeline.store import Store, read_matrix
 from bigclust.pipeline.subsets import _average_trials, _trial_progress, subset_draws
 
@@ -90,14 +91,16 @@ class Runner:
             if self.store.has(stage, key) and not self.force:
                 self.log(f"  {stage:<10} {describe}: finished earlier, skipped")
             else:
-                t0 = time.perf_counter()
-                attrs["started"] = time.time()
-                self.log(f"  {stage:<10} {describe}: running")
-                if sd.where(params) == "task":
-                    _submit(self.client, sd.run, str(self.store.path), key, attrs, params, **runtime)
-                else:
-                    sd.run(str(self.store.path), key, attrs, params, client=self.client, **runtime)
-                self.log(f"  {stage:<10} {describe}: done in {time.perf_counter() - t0:.1f} s")
+                with computing(self.store, stage, key, self.log, f"{stage:<10} {describe}", force=self.force) as skip:
+                    if not skip:   # not finished meanwhile by a run of this config started at the same time
+                        t0 = time.perf_counter()
+                        attrs["started"] = time.time()
+                        self.log(f"  {stage:<10} {describe}: running")
+                        if sd.where(params) == "task":
+                            _submit(self.client, sd.run, str(self.store.path), key, attrs, params, **runtime)
+                        else:
+                            sd.run(str(self.store.path), key, attrs, params, client=self.client, **runtime)
+                        self.log(f"  {stage:<10} {describe}: done in {time.perf_counter() - t0:.1f} s")
             self.done[(stage, key)] = dict(self.store.open(stage, key).attrs)
         return key
 
@@ -154,7 +157,9 @@ class Runner:
             self._check_once(ia["n_samples"], ia["n_features"], ia["n_classes"], ia["sparse"])
         text = ia["sparse"] and pre["tfidf"]
         pp = stages.PreprocessParams(
-            input=ing_key, l2_normalize=pre["l2_normalize"], pca=pre["pca"],
+            # "auto" (the schema's default): unit rows for sparse data (counts), none for dense features
+            input=ing_key, l2_normalize=ia["sparse"] if pre["l2_normalize"] == "auto" else pre["l2_normalize"],
+            pca=pre["pca"],
             tfidf_local=pre["tfidf_local"] if text else None, tfidf_global=pre["tfidf_global"] if text else None,
             tfidf_normalize=pre["tfidf_normalize"] if text else None, chunk_rows=d["chunk_rows"],
             standardize=pre["standardize"])
@@ -327,6 +332,12 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
         One record per (method, parameter setting); also written to the
         output folder as ``results.{json,csv,md}``.
     """
+    with contextlib.ExitStack() as held:   # the locks _run takes are released however the run ends
+        return _run(config_path, held, scheduler=scheduler, out=out, force=force, replace=replace, store=store)
+
+
+def _run(config_path, held, *, scheduler, out, force, replace, store):
+    """:func:`run`, holding its output folder and store in ``held`` (:mod:`bigclust.pipeline.locks`)."""
     from bigclust.report import labels as labels_out
     from bigclust.report import tables as report
 
@@ -337,7 +348,9 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
         check_writable(out_dir, "output folder")
         check_writable(store_path, "store")
         replace = replace or force
-        check_out_dir(out_dir, cfg, replace)
+        held.enter_context(hold_output(out_dir, cfg.hash, f"run of {cfg.path}"))   # another config: refused
+        inputs = (cfg.path, cfg.resolve(cfg.sections["data"]["path"] or cfg.path.name), store_path)
+        check_out_dir(out_dir, cfg, replace, inputs=inputs)   # never moved by --replace
         points = list(cfg.points())
         for point in points:  # sizes known from the registry are checked before any work
             _precheck(cfg, point)
@@ -346,10 +359,12 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
         scheduler = scheduler if scheduler is not None else dk["scheduler"]
         check_scheduler(scheduler)
         store = Store(store_path, owner=owner(cfg), force=force)
+        held.enter_context(use_store(store.path, f"run of {cfg.path}"))   # store clean waits for it
     log(f"bigclust {__version__}: {cfg.path}: {len(points)} sweep point(s) x {len(cfg.methods)} method(s), "
-        f"store {store.path}")
+        f"store {usage.shown_path(store.path)}")
     t0 = time.perf_counter()
-    with dask_client(scheduler, dk["n_workers"], probe=False) as client:
+    places = {"store": store.path, "output folder": out_dir}   # a full or read-only disk: one line naming it
+    with disk_errors(places), dask_client(scheduler, dk["n_workers"], probe=False) as client:
         runner = Runner(cfg, store, client, force)
         with _naming(cfg.path):   # an error met while running names the config too, as the checks before do
             records, finals = execute(runner, points, grouped)
@@ -357,8 +372,9 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
     picks = labels_out.collect(store, records, finals, runner.chains, seed=seed)  # adds restart_picked, ...
     if replace and out_dir.exists():
         _archive_out_dir(out_dir)
-    report.write(out_dir, records, cfg, plots=cfg.sections["output"]["plots"], trials=runner.trials, picks=picks,
-                 store=store)
+    with disk_errors(places):
+        report.write(out_dir, records, cfg, plots=cfg.sections["output"]["plots"], trials=runner.trials,
+                     picks=picks, store=store)
     if runner.trials and cfg.sections["output"]["plots"]:
         log("[output] plots: the subset protocol writes no figures and no label files (a labelling per subset); "
             "trials.csv has every subset's scores")
@@ -369,7 +385,7 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
             log(f"[store] keep = \"results\": dropped the arrays of {n_dropped} dense kernel(s) / row copies "
                 f"({format_bytes(freed)}); a re-run recomputes them only where a result is missing")
     log(usage.summary_line(store))
-    log(f"done in {time.perf_counter() - t0:.1f} s; results in {out_dir}")
+    log(f"done in {time.perf_counter() - t0:.1f} s; results in {usage.shown_path(out_dir)}")
     print(report.subset_tables(records) if runner.trials else report.markdown_table(records))
     return records
 

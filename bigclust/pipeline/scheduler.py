@@ -66,7 +66,7 @@ def dask_client(scheduler: str | None, n_workers: int = 1, probe: bool = True):
             client = Client(scheduler, timeout=timeout)
     except (OSError, TimeoutError) as e:
         raise UserError(f"cannot connect to Dask scheduler {scheduler}: {e}") from None
-    with client:
+    with _quiet_lost_scheduler(), client:   # closing the client cancels its reconnect: keep quiet until then
         try:
             yield client
         except _lost_scheduler_errors() as e:
@@ -86,6 +86,29 @@ def _lost_scheduler_errors() -> tuple:
     from distributed.client import FutureCancelledError
     from distributed.comm.core import CommClosedError
     return (FutureCancelledError, CommClosedError, asyncio.CancelledError)
+
+
+@contextlib.contextmanager
+def _quiet_lost_scheduler():
+    """While a run uses its client: drop the client's own ERROR records of a failed reconnect to a scheduler
+    that went away ("Failed to reconnect ...", a cancelled reconnect with its 23-line traceback); the run
+    says it in one line (:func:`dask_client`).  Every
+    other record of the client, and every record after the run, is logged as before."""
+    import logging
+
+    lost = _lost_scheduler_errors()
+
+    def keep(record):
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (record.levelno >= logging.ERROR and (isinstance(exc, lost) or
+                                                        record.getMessage().startswith("Failed to reconnect")))
+
+    logger = logging.getLogger("distributed.client")
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)
 
 
 def check_scheduler(address: str | None):

@@ -4,7 +4,13 @@ Layout::
 
     <store>/                 zarr group; attrs: bigclust version, owner (the data it was made for)
       stages/<stage>/<key>/  one finished stage instance: arrays + provenance attrs
-      tmp/<stage>-<key>-<id> a stage being written (never read; removed on the next open)
+      tmp/<stage>-<key>-<pid>-<id>@<host>  a stage being written (never read; removed on an open once its
+                             writer is dead)
+      locks/                 who uses the store and computes which instance (bigclust.pipeline.locks)
+
+A store is only ever a folder bigclust made: a zarr group it did not create (no ``bigclust_store``
+attribute) is refused unless empty, and nothing in it is rewritten or deleted.  A damaged
+``zarr.json`` of an instance is one line naming it and the ``store clean --stage`` command that drops it.
 
 ``key`` is a hash of the stage's parameters and of its inputs' keys, so a
 stage instance is content-addressed: changing one sweep value creates a new
@@ -18,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -28,9 +35,12 @@ import scipy.sparse as sp
 
 from bigclust._util.version import __version__
 from bigclust._util.errors import StoreError
+from bigclust.pipeline.locks import HOST_TAG as _HOST
+from bigclust.pipeline.locks import pid_alive as _pid_alive
 
 _ROOT_MARK = "bigclust_store"
 _DROPPED = "dropped_arrays"
+_MEMBERS = "members"
 
 
 def disk_bytes(path: Path) -> int:
@@ -74,19 +84,34 @@ class Store:
     def __init__(self, path, owner: dict | None = None, *, force: bool = False):
         zarr = _zarr()
         self.path = Path(path)
-        if owner is None and not (self.path / "zarr.json").exists():
-            raise StoreError(f"{self.path} holds no bigclust store")
-        if self.path.exists() and not (self.path / "zarr.json").exists():
-            if any(self.path.iterdir()):
+        if self.path.exists() and not self.path.is_dir():
+            raise StoreError(f"store path {self.path} is a file, not a folder; choose another [store] path")
+        meta = _root_meta(self.path)
+        if meta is None:
+            if owner is None:
+                raise StoreError(f"{self.path} holds no bigclust store")
+            if self.path.exists() and any(self.path.iterdir()):
                 raise StoreError(f"store path {self.path} exists and is not a bigclust store; "
                                  "choose another [store] path")
+        elif _ROOT_MARK not in meta.get("attributes", {}):
+            if owner is None:
+                raise StoreError(f"{self.path} is not a bigclust store")
+            theirs = sorted(p.name for p in self.path.iterdir() if p.name != "zarr.json")
+            if theirs or meta.get("attributes"):
+                # a zarr group bigclust did not create: nothing of it may be rewritten or deleted
+                # (tmp/ would be cleaned, the root attributes replaced), whatever --force says
+                held = f"arrays or groups {', '.join(theirs[:5])}" if theirs else "attributes"
+                raise StoreError(f"store path {self.path} is a zarr group that bigclust did not create (it holds "
+                                 f"{held}); bigclust writes only into its own stores: choose another [store] path")
+        for name in ("stages", "tmp", "locks"):   # bigclust's own folders: a file there is someone else's
+            if (self.path / name).exists() and not (self.path / name).is_dir():
+                raise StoreError(f"store {self.path} holds a file {name!r} where bigclust keeps a folder; "
+                                 "move that file out of the store")
         self.root = zarr.open_group(str(self.path), mode="a")
         attrs = dict(self.root.attrs)
         if owner is not None:
             owner_js = json.loads(json.dumps(owner, default=str))
-            if _ROOT_MARK not in attrs:
-                if len(list(self.root.group_keys())) and not force:
-                    raise StoreError(f"store {self.path} was not written by bigclust; choose another [store] path")
+            if _ROOT_MARK not in attrs:      # a new (or empty) store
                 self.root.attrs.update({_ROOT_MARK: __version__, "owner": owner_js})
             elif attrs.get("owner") != owner_js:
                 if not force and not self.stage_keys("ingest"):
@@ -98,8 +123,6 @@ class Store:
                         f"store {self.path} was written for other data ({_describe(attrs.get('owner'))}), "
                         f"not {_describe(owner_js)}; use another [store] path or --force")
                 self.root.attrs["owner"] = owner_js
-        elif _ROOT_MARK not in attrs:
-            raise StoreError(f"{self.path} is not a bigclust store")
         self._clean_tmp()
 
     # -- stage instances -------------------------------------------------
@@ -116,7 +139,26 @@ class Store:
         (its attributes and array shapes only: never read its dropped arrays)."""
         if not (self.has(stage, key) or (dropped_ok and self.dropped(stage, key))):
             raise StoreError(f"stage {stage}/{key} is not in store {self.path}")
-        return _zarr().open_group(str(self._stage_dir(stage, key)), mode="r")
+        d = self._stage_dir(stage, key)
+        # the metadata of the instance and of its arrays (two levels: a CSR matrix is a group of arrays),
+        # read now so that a damaged file is one line naming the instance, not a JSONDecodeError later
+        for f in [d / "zarr.json", *d.glob("*/zarr.json"), *d.glob("*/*/zarr.json")]:
+            try:
+                meta = json.loads(f.read_text())
+            except (OSError, ValueError) as e:
+                why = getattr(e, "strerror", None) or "not valid JSON"
+                raise damaged(self.path, stage, key, f"{f.relative_to(d)}: {why}") from None
+            if not isinstance(meta, dict) or meta.get("node_type") not in ("group", "array"):
+                raise damaged(self.path, stage, key, f"{f.relative_to(d)} is not zarr metadata")
+            if f.parent == d:
+                members = (meta.get("attributes") or {}).get(_MEMBERS, ())
+                gone = [m for m in members if not (d / m / "zarr.json").exists()]
+                if gone:   # a partly deleted instance (recorded since members were; older ones are not checked)
+                    raise damaged(self.path, stage, key, f"its array {gone[0]!r} is missing")
+        try:
+            return _zarr().open_group(str(d), mode="r")
+        except Exception as e:  # noqa: BLE001  (zarr's own errors for metadata it cannot parse)
+            raise damaged(self.path, stage, key, f"{type(e).__name__}: {e}".splitlines()[0]) from None
 
     @contextlib.contextmanager
     def write(self, stage: str, key: str, attrs: dict):
@@ -141,7 +183,8 @@ class Store:
                 raise StoreError(f"refusing to commit stage {stage}/{key} of store {self.path}: its parameters "
                                  f"hash to {got}, not to its key (a stale or mismatched task); nothing was "
                                  "written, re-run to recompute it")
-        tmp = self.path / "tmp" / f"{stage}-{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        # the writer's pid and host: opening the store removes only the leftovers of dead writers
+        tmp = self.path / "tmp" / f"{stage}-{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}@{_HOST}"
         tmp.parent.mkdir(parents=True, exist_ok=True)
         group = zarr.open_group(str(tmp), mode="w")
         # the stage's clock starts when its driver says so (``attrs["started"]``,
@@ -154,6 +197,7 @@ class Store:
                     "seconds": time.time() - t0,
                     "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
             meta.update(json.loads(json.dumps(attrs, default=str)))
+            meta[_MEMBERS] = sorted(group.keys())   # what open() checks is all there (not part of the key)
             group.attrs.update(meta)
             final = self._stage_dir(stage, key)
             self.root.require_group(f"stages/{stage}")
@@ -168,6 +212,14 @@ class Store:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+
+    def written_here(self, stage: str, key: str) -> bool:
+        """Whether ``stages/<stage>/<key>`` is an instance bigclust wrote (its attributes name it)."""
+        try:
+            attrs = json.loads((self._stage_dir(stage, key) / "zarr.json").read_text()).get("attributes", {})
+            return attrs.get("stage") == stage and attrs.get("key") == key
+        except (OSError, ValueError, AttributeError):
+            return False
 
     def stage_keys(self, stage: str) -> list[str]:
         """Keys of the complete instances of ``stage`` (dropped ones included, see :meth:`drop`)."""
@@ -186,7 +238,7 @@ class Store:
             return False
         try:
             return bool(json.loads(f.read_text()).get("attributes", {}).get(_DROPPED))
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):   # damaged: open() says so, naming the instance
             return False
 
     def drop(self, stage: str, key: str, arrays) -> int:
@@ -213,29 +265,77 @@ class Store:
                         shutil.rmtree(sub, ignore_errors=True)
         return freed
 
+    def remove(self, stage: str, key: str) -> tuple[int, OSError | None]:
+        """Remove a stage instance; returns (bytes freed, the error that kept some of its files, or None).
+
+        It is renamed aside first (``<key>.old-*``, one atomic step, so no reader finds it half deleted;
+        the next open removes what is left of it) and then deleted.  An OSError of the rename (a
+        read-only file system) is raised: then nothing was removed.
+        """
+        d = self._stage_dir(stage, key)
+        size = disk_bytes(d)
+        trash = d.with_name(f"{d.name}.old-{uuid.uuid4().hex[:8]}")
+        os.replace(d, trash)
+        errors = []
+        shutil.rmtree(trash, onerror=lambda fn, path, exc: errors.append(exc[1]))
+        left = disk_bytes(trash) if trash.exists() else 0
+        return size - left, (errors[0] if errors else None)
+
     def _clean_tmp(self):
-        # leftovers of a killed writer; only our own pid could still be writing
+        # leftovers of a killed writer: ``<stage>-<key>-<pid>-<id>@<host>`` (no host: written before hosts
+        # were recorded, taken as this host's).  A writer of this host is dead when its pid is; one of another
+        # host (a worker of a distributed run) cannot be checked from here: left alone for a day
+        # (anything else there is no writer's: left alone)
         tmp = self.path / "tmp"
-        if tmp.exists():
+        if tmp.is_dir():
             for p in tmp.iterdir():
-                parts = p.name.rsplit("-", 2)
-                if len(parts) == 3 and parts[1].isdigit() and _pid_alive(int(parts[1])):
+                m = _TMP_NAME.search(p.name)
+                if m is None or not p.is_dir():
+                    continue
+                if (m["host"] or _HOST) == _HOST and _pid_alive(int(m["pid"])):
+                    continue
+                if (m["host"] or _HOST) != _HOST and time.time() - _mtime(p) < _FOREIGN_TMP_SECONDS:
                     continue
                 shutil.rmtree(p, ignore_errors=True)
         for old in (self.path / "stages").glob("*/*.old-*"):
             shutil.rmtree(old, ignore_errors=True)
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
+#: ``tmp/`` names: ``<stage>-<key>-<pid>-<8 hex>[@<host>]``
+_TMP_NAME = re.compile(r"-(?P<pid>\d+)-[0-9a-f]{8}(?:@(?P<host>.+))?$")
+_FOREIGN_TMP_SECONDS = 86400.0
+
+
+def _mtime(p: Path) -> float:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        return p.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _root_meta(path: Path) -> dict | None:
+    """The root ``zarr.json`` of a store path (None when there is none); one line when it is not a group's."""
+    f = path / "zarr.json"
+    if not f.exists():
+        return None
+    try:
+        meta = json.loads(f.read_text())
+    except (OSError, ValueError) as e:
+        why = getattr(e, "strerror", None) or "not valid JSON"
+        raise StoreError(f"store {path}: its root metadata {f} is unreadable ({why}); the store cannot be used: "
+                         "move it aside or choose another [store] path") from None
+    if not isinstance(meta, dict) or meta.get("node_type") not in ("group", "array"):
+        raise StoreError(f"store {path}: its root metadata {f} is not zarr metadata; the store cannot be used: "
+                         "move it aside or choose another [store] path")
+    if meta["node_type"] == "array":
+        raise StoreError(f"store path {path} is a zarr array, not a bigclust store; choose another [store] path")
+    return meta
+
+
+def damaged(path, stage: str, key: str, why: str) -> StoreError:
+    """The one-line error for a stage instance whose files are damaged, with the command that drops it."""
+    return StoreError(f"stage {stage}/{key} of store {path} is damaged ({why}); drop it with "
+                      f"`bigclust store clean {path} --stage {stage}/{key}` and run again to recompute it")
 
 
 def _describe(owner) -> str:
@@ -289,14 +389,26 @@ def write_csr(group, name, M, *, dtype=None):
     return g
 
 
+def _node(group, name):
+    """``group[name]``; a missing array of a finished stage instance (a partly deleted one) is one line."""
+    try:
+        return group[name]
+    except KeyError:
+        where = Path(str(getattr(group.store, "root", ""))) / group.path
+        if len(where.parts) > 3 and where.parts[-3] == "stages":
+            raise damaged(where.parents[2], where.parts[-2], where.parts[-1], f"its array {name!r} is missing") \
+                from None
+        raise
+
+
 def is_sparse(group, name) -> bool:
-    node = group[name]
+    node = _node(group, name)
     return node.attrs.get("format") == "csr"
 
 
 def read_matrix(group, name, *, lazy=False):
     """Read a named matrix: ndarray, scipy CSR, or (``lazy=True``, dense only) a dask array."""
-    node = group[name]
+    node = _node(group, name)
     if node.attrs.get("format") == "csr":
         return sp.csr_matrix((node["data"][...], node["indices"][...], node["indptr"][...]),
                              shape=tuple(node.attrs["shape"]))

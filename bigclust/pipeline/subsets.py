@@ -32,19 +32,47 @@ def check_subset_sizes(path, sizes, n_classes, dataset):
 
 
 def subset_draws(runner, point):
-    """``(k, trial, classes)`` for every subset size k and trial, drawn with ``[evaluate] subset_seed``."""
-    import numpy as np
+    """``(k, trial, classes)`` for every subset size k and trial, drawn with ``[evaluate] subset_seed``.
 
+    A :class:`Draws` sequence: each subset is drawn when it is reached, so a long protocol holds no list of
+    them (``[evaluate] subset_trials`` is bounded against ``max_memory`` by its records: checks.check_allocations).
+    """
     _, ia, y = runner.data(point)
     if y is None:
         raise UserError(f"{runner.cfg.path}: [evaluate] protocol = \"subsets\" needs labelled data")
     ev = point["evaluate"]
     n_classes = int(ia["n_classes"])
     check_subset_sizes(runner.cfg.path, ev["subset_sizes"], n_classes, ia["dataset"])
-    # one stream per (seed, k, trial): fewer trials draw a prefix of more, so stages are shared
-    return [(k, t, tuple(int(c) for c in np.sort(np.random.default_rng([ev["subset_seed"], k, t])
-                                                  .choice(n_classes, size=k, replace=False))))
-            for k in ev["subset_sizes"] for t in range(ev["subset_trials"])]
+    return Draws(tuple(ev["subset_sizes"]), int(ev["subset_trials"]), int(ev["subset_seed"]), n_classes)
+
+
+class Draws:
+    """The subsets of the protocol in order (every trial of the first size, then of the next), drawn on demand.
+
+    One stream per (seed, k, trial): fewer trials draw a prefix of more, so stages are shared.
+    """
+
+    def __init__(self, sizes, trials, seed, n_classes):
+        self.sizes, self.trials, self.seed, self.n_classes = sizes, trials, seed, n_classes
+
+    def __len__(self):
+        return len(self.sizes) * self.trials
+
+    def __getitem__(self, i):
+        import numpy as np
+
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        k, t = self.sizes[i // self.trials], i % self.trials
+        rng = np.random.default_rng([self.seed, k, t])
+        return k, t, tuple(int(c) for c in np.sort(rng.choice(self.n_classes, size=k, replace=False)))
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
 
 
 def _average_trials(trials):
@@ -66,4 +94,7 @@ def _average_trials(trials):
             rec[f"{score}_std_by_k"] = {k: float(np.std([r[key] for r in rs])) for k, rs in by_k.items()}
             rec[f"{score}_avg"] = float(np.mean(list(per_k.values())))
     rec["seconds"] = float(sum(r["seconds"] for r in trials))
+    used = [r["gamma_used"] for r in trials if isinstance(r.get("gamma_used"), (int, float))]
+    if used:   # gamma = "median": each subset has its own median width; the table shows their range
+        rec["gamma_used_range"] = [float(min(used)), float(max(used))]
     return rec

@@ -32,6 +32,8 @@ from bigclust.pipeline.methods import label as method_label
 
 #: points drawn in the embedding view
 EMBED_SAMPLE = 5000
+#: classes or clusters beyond which a confusion matrix is drawn as a summary (its cells unreadable)
+CONFUSION_MAX = 50
 
 
 def _plt():
@@ -146,6 +148,9 @@ def write_confusion(out_dir: Path, stem: str, y, labels, class_names=(), title="
 
     plt = _plt()
     nr, nc = table.shape
+    if max(nr, nc) > CONFUSION_MAX:
+        _confusion_summary(plt, out_dir, folder / f"confusion-{stem}.png", table, title, accuracy_of(y, labels))
+        return
     fig, ax = plt.subplots(figsize=(2.0 + 0.45 * max(nc, 6), 1.2 + 0.4 * max(nr, 5)), constrained_layout=True)
     frac = table / np.maximum(table.sum(axis=1, keepdims=True), 1)  # row-normalised: recall per class
     im = ax.imshow(frac, cmap="Blues", vmin=0, vmax=1, aspect="auto")
@@ -158,11 +163,34 @@ def write_confusion(out_dir: Path, stem: str, y, labels, class_names=(), title="
     ax.set_yticks(range(nr), cname, fontsize=7)
     ax.set_xlabel("cluster (matched to classes, in row order)", fontsize=8)
     ax.set_ylabel("class", fontsize=8)
-    from bigclust.algo.metrics import accuracy
-    acc = accuracy(y, labels)
-    ax.set_title(f"{title}\naccuracy {acc:.3f} (Hungarian matching)", fontsize=9)
+    ax.set_title(f"{title}\naccuracy {accuracy_of(y, labels):.3f} (Hungarian matching)", fontsize=9)
     fig.colorbar(im, ax=ax).set_label("fraction of the class", fontsize=8)
     _save(fig, out_dir, folder / f"confusion-{stem}.png")
+
+
+def accuracy_of(y, labels) -> float:
+    from bigclust.algo.metrics import accuracy
+    return accuracy(y, labels)
+
+
+def _confusion_summary(plt, out_dir: Path, path: Path, table, title: str, acc: float):
+    """More than :data:`CONFUSION_MAX` classes or clusters: a fixed-size summary, not a matrix whose cells
+    no one can read (1000 classes drew a 19368 x 21847-pixel image in two minutes).  Left: each class's
+    fraction in its matched cluster, sorted; right: the cluster sizes.  The CSV keeps the whole table."""
+    nr, nc = table.shape
+    matched = np.diagonal(table)            # class i's points in the cluster matched to it (min(nr, nc) of them)
+    recall = np.sort(matched / np.maximum(table.sum(axis=1)[:matched.size], 1))[::-1]
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.6), constrained_layout=True)
+    axes[0].plot(np.arange(1, recall.size + 1), recall, lw=1)
+    axes[0].set_xlabel("class (sorted)", fontsize=8)
+    axes[0].set_ylabel("fraction in its matched cluster", fontsize=8)
+    axes[0].set_ylim(0, 1.02)
+    axes[1].hist(table.sum(axis=0), bins=min(50, max(nc, 1)))
+    axes[1].set_xlabel("cluster size (points)", fontsize=8)
+    axes[1].set_ylabel("clusters", fontsize=8)
+    fig.suptitle(f"{title}: {nr} classes x {nc} clusters, accuracy {acc:.3f} (Hungarian matching); "
+                 "the whole table is the CSV beside this file", fontsize=9)
+    _save(fig, out_dir, path)
 
 
 # -- the spectral embedding in 2-D ------------------------------------------------------------------

@@ -12,6 +12,7 @@ last the index ``labels/labels.json`` that ``bigclust labels`` reads.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from bigclust._util.errors import UserError
+from bigclust.pipeline import methods
 
 #: at most this many points (a seeded sample) enter the silhouette of a label-free run
 SILHOUETTE_SAMPLE = 5000
@@ -88,10 +90,14 @@ def names(methods: list[str], params: list[dict], flats: list[dict]) -> list[str
         same = [j for j, mj in enumerate(methods) if mj == m]
         keys = [k for k in ("gamma", "gammas") if k in params[i]]
         if len(same) > 1:
-            allk = list(dict.fromkeys(k for j in same for k in flats[j]))
+            # a key only some chains have (K-means on X vs its NCW variant's own stage) is no difference
+            # of settings: the record's own parameters say it below
+            allk = [k for k in dict.fromkeys(k for j in same for k in flats[j]) if all(k in flats[j] for j in same)]
             keys += [k for k in allk if k not in keys and k not in ("gamma", "gammas")
                      and len({json.dumps(flats[j].get(k), sort_keys=True, default=str) for j in same}) > 1]
-        vals = {**flats[i], **{k: params[i][k] for k in ("gamma", "gammas") if k in params[i]}}
+            keys += [k for k in dict.fromkeys(k for j in same for k in params[j]) if k not in keys
+                     and len({json.dumps(params[j].get(k), sort_keys=True, default=str) for j in same}) > 1]
+        vals = {**flats[i], **{k: v for k, v in params[i].items() if k in ("gamma", "gammas") or k not in flats[i]}}
         stem = "-".join([m] + [f"{k}={_short(vals.get(k))}" for k in keys])
         out.append(re.sub(r"[^A-Za-z0-9._=,+-]", "_", stem))
     for i, s in enumerate(out):  # never two files of one name (same shown params from an unseen difference)
@@ -150,6 +156,11 @@ def collect(store, records: list[dict], finals: list, chains: dict, *, seed: int
         pk = Pick(stem, rec["method"], rec["params"], st, key, np.asarray(all_labels[best], dtype=np.int32),
                   restart, n_restarts, float(objective[best]), y, class_names, dict(chain))
         rec.update(restart_picked=restart, objective=pk.objective, labels_file=f"labels/{stem}.csv")
+        m = methods.REGISTRY.get(rec["method"])
+        if m is not None and m.show is not None:   # what its table cell shows may depend on the restarts run
+            rec["n_restarts"] = n_restarts
+        if all_labels.shape[0] == 1 < n_restarts:   # only the picked restart's labels: no avg / max over restarts
+            rec["restarts_kept"] = 1
         pre = pk.chain.get("preprocess")
         if y is None and pre is not None:
             if rec.get("MC") != rec.get("MC"):  # MC needs classes: NaN without them, left out
@@ -185,12 +196,25 @@ def silhouette(rows, X, labels) -> float:
 
 
 def _atomic(out_dir: Path, dest: Path, data: bytes):
-    """Write ``data`` to a temporary ``.NAME.tmp-PID`` in ``out_dir`` (removed by the next run if we are
-    killed: :func:`bigclust.pipeline.checks._clean_partial_writes`) and rename it to ``dest``."""
-    tmp = out_dir / f".{dest.name}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, dest)
+    """Write ``data`` to ``dest`` through a temporary ``.NAME.tmp-PID`` in ``out_dir``: :func:`atomic_write`."""
+    atomic_write(dest, data, out_dir)
+
+
+def atomic_write(dest: Path, data: str | bytes, tmp_dir: Path | None = None):
+    """Write ``data`` to a temporary ``.NAME.tmp-PID`` in ``tmp_dir`` (default: beside ``dest``) and rename it
+    to ``dest``, so a reader never meets half a file.  On any failure (a full disk, Ctrl-C) the temporary
+    file is removed and ``dest`` is as it was; one left by ``kill -9`` is removed by the next run
+    (:func:`bigclust.pipeline.checks._clean_partial_writes`)."""
+    dest = Path(dest)
+    tmp = Path(tmp_dir or dest.parent) / f".{dest.name}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def labels_csv(pk: Pick) -> str:
@@ -242,9 +266,47 @@ def read_index(run_dir) -> list[dict]:
     """The label files of a finished run (``labels/labels.json``); a UserError when there are none."""
     path = Path(run_dir) / "labels" / INDEX
     if not path.is_file():
-        raise UserError(f"{run_dir}: no labels/{INDEX} (not a finished run's output folder, or a run under "
-                        "[evaluate] protocol = \"subsets\", which writes no labels)")
+        raise UserError(_why_no_labels(Path(run_dir)))
     return json.loads(path.read_text())
+
+
+def _why_no_labels(run_dir: Path) -> str:
+    """Why a folder has no label files, from its ``run.json``, and the command that writes them."""
+    try:
+        run = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        run = None
+    if not isinstance(run, dict):
+        return f"{run_dir}: no labels/{INDEX}: not the output folder of a finished run (it has no run.json)"
+    if (run.get("config") or {}).get("evaluate", {}).get("protocol") == "subsets":
+        return f"{run_dir}: a run under [evaluate] protocol = \"subsets\", which writes no label files"
+    config = _config_file(run_dir, run.get("config_file"))
+    cmd = f"bigclust pipeline run {config}" if config else "bigclust pipeline run CONFIG (the config of this run)"
+    if not run.get("complete"):
+        return f"{run_dir}: the run has not finished, so its label files are not written yet; finish it: {cmd}"
+    return (f"{run_dir}: the run finished, but its label files (labels/{INDEX} and labels/*.csv) are not there "
+            f"(not committed, or deleted); write them again (finished stages in the store are reused): {cmd}")
+
+
+def _config_file(run_dir: Path, recorded) -> str | None:
+    """The run's config file: as recorded, or (a folder moved or checked out elsewhere) the same tail of that
+    path under one of ``run_dir``'s parents; shown relative to the working folder when below it."""
+    if not recorded:
+        return None
+    parts = Path(recorded).parts
+    found = Path(recorded) if Path(recorded).is_file() else None
+    for i in range(1, len(parts)):
+        if found is not None:
+            break
+        for base in Path(run_dir).resolve().parents:
+            if (base / Path(*parts[i:])).is_file():
+                found = base / Path(*parts[i:])
+                break
+    if found is None:
+        return None
+    with contextlib.suppress(ValueError):
+        return str(found.resolve().relative_to(Path.cwd().resolve()))
+    return str(found)
 
 
 def list_text(run_dir) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import time
 from pathlib import Path
 
@@ -41,6 +40,37 @@ def _fmt_cell(v):
     return "-" if v is None else str(v)
 
 
+def fmt_params(r, restarts=None) -> str:
+    """A record's parameters as ``key=value ...`` as a reader should see them: through its method's ``show``
+    (the restarts a ``0`` stood for: the record's ``n_restarts``, else ``restarts``), a ``"median"`` width
+    with the value it stood for (``gamma=median(0.8123)``, from the record's ``gamma_used``)."""
+    p = dict(r.get("params") or {})
+    m = methods.REGISTRY.get(r.get("method"))
+    if m is not None and m.show is not None:
+        p = m.show(p, {"restarts": r.get("n_restarts", restarts)})
+    lo_hi = r.get("gamma_used_range")   # the subset protocol: one median per subset
+    if p.get("gamma") == "median" and lo_hi:
+        p["gamma"] = f"median({lo_hi[0]:.4g})" if lo_hi[0] == lo_hi[1] else f"median({lo_hi[0]:.4g}..{lo_hi[1]:.4g})"
+    used = r.get("gamma_used")
+    used = list(used) if isinstance(used, (list, tuple)) else [used] if used is not None else []
+    for key in ("gamma", "gammas"):   # gammas: one value per kernel a method combines, in kernel order
+        vals = p.get(key)
+        seq = list(vals) if isinstance(vals, (list, tuple)) else [vals]
+        if "median" in seq and used:
+            it = iter(used)
+            seq = [f"median({next(it, float('nan')):.4g})" if v == "median" else v for v in seq]
+            p[key] = ",".join(map(str, seq)) if isinstance(vals, (list, tuple)) else seq[0]
+    return _fmt_cell(p)
+
+
+#: score columns over restarts: not shown for a record that kept the labels of its picked restart only
+OVER_RESTARTS = ("acc_avg", "acc_max", "nmi_avg", "nmi_max")
+
+
+def _one_kept(r) -> bool:
+    return r.get("restarts_kept") == 1
+
+
 def all_columns() -> tuple:
     """Every column a results table may have, in order: the generic ones around the families'."""
     return HEAD + tuple(methods.columns()) + TAIL
@@ -49,18 +79,19 @@ def all_columns() -> tuple:
 def markdown_table(records, columns=None) -> str:
     """A GitHub-flavoured Markdown table, one row per record (``columns``: default :func:`all_columns`)."""
     cols = [c for c in (columns or all_columns()) if any(c in r for r in records)]
+    # a column over restarts only where some record has more than one restart's labels
+    cols = [c for c in cols if c not in OVER_RESTARTS or any(c in r and not _one_kept(r) for r in records)]
     lines = ["| " + " | ".join(HEADERS.get(c, c) for c in cols) + " |", "|" + "---|" * len(cols)]
     for r in records:
-        lines.append("| " + " | ".join(_fmt_cell(r.get(c)) for c in cols) + " |")
+        cells = [fmt_params(r) if c == "params" else "-" if c in OVER_RESTARTS and _one_kept(r)
+                 else _fmt_cell(r.get(c)) for c in cols]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def _atomic_write(path: Path, text: str | bytes):
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    mode = "wb" if isinstance(text, bytes) else "w"
-    with open(tmp, mode) as f:
-        f.write(text)
-    os.replace(tmp, path)
+    from bigclust.report.labels import atomic_write   # the one atomic writer (temp file removed on failure)
+    atomic_write(path, text)
 
 
 NMI_NORMALISERS = {"sqrt": "sqrt(H(classes) H(clusters))", "max": "max(H(classes), H(clusters))",
@@ -70,8 +101,14 @@ NMI_NORMALISERS = {"sqrt": "sqrt(H(classes) H(clusters))", "max": "max(H(classes
 def legend(records) -> str:
     """What the Markdown table's score columns mean (empty when it has none of them)."""
     if any("acc_avg" in r for r in records):
-        return LEGEND + "".join(methods.COLUMNS[c]["legend"] for c in methods.columns()
-                                if any(c in r for r in records))
+        kept = list(dict.fromkeys(methods.label(r["method"]) for r in records if _one_kept(r)))
+        one = (f" {', '.join(kept)}: only the picked restart's labels are kept (with its factors), so "
+               + ("there is no avg or max over restarts." if all(_one_kept(r) for r in records if "acc_avg" in r)
+                  else "avg and max are '-'.")) if kept else ""
+        median = " gamma=median(v): the median rule's width and the value v it stood for." \
+            if any("median(" in fmt_params(r) for r in records) else ""
+        return LEGEND + one + median + "".join(methods.COLUMNS[c]["legend"] for c in methods.columns()
+                                               if any(c in r for r in records))
     return LEGEND_UNLABELLED if any("silhouette" in r for r in records) else ""
 
 
@@ -103,6 +140,7 @@ def write(out_dir, records, cfg, *, plots=True, trials=(), picks=(), store=None)
     """
     from bigclust.report import figures
     from bigclust.report import labels
+    from bigclust.report import terms
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     # run.json first, marked incomplete: a kill at any point below leaves a folder that says which config
@@ -125,24 +163,48 @@ def write(out_dir, records, cfg, *, plots=True, trials=(), picks=(), store=None)
         norm = cfg.sections["evaluate"]["nmi_norm"]
         nmi_line = f"\n\nNMI = I(classes; clusters) / {NMI_NORMALISERS[norm]} ([evaluate] nmi_norm = \"{norm}\")."
     if trials:  # the subset protocol: scores per subset size, and every subset drawn
-        body = subset_tables(records)
+        n_init = cfg.sections["cluster"]["n_init"]
+        body = subset_tables(records, n_init if isinstance(n_init, int) else None)
         tb = io.StringIO()
-        cols = ["method", "params", "subset_size", "trial", "classes", "n", "acc_best_inertia", "nmi_best_inertia",
-                "seconds"]
+        names = _class_names(store, trials[0].get("dataset"))
+        cols = ["method", "params", "subset_size", "trial", "classes"] + (["class_names"] if names else []) + [
+            "n"] + (["gamma_used"] if any("gamma_used" in r for r in trials) else []) + [
+            "acc_best_inertia", "nmi_best_inertia", "seconds"]
         tw = csv.DictWriter(tb, fieldnames=cols, extrasaction="ignore")
         tw.writeheader()
+        sep = "; " if names and any(any(ch.isspace() for ch in str(c)) for c in names) else " "
         for r in trials:
+            named = {"class_names": sep.join(str(names[c]) if 0 <= c < len(names) else str(c) for c in r["classes"])}
             tw.writerow({**r, "params": json.dumps(r["params"], sort_keys=True),
-                         "classes": " ".join(map(str, r["classes"]))})
+                         "classes": " ".join(map(str, r["classes"])), **(named if names else {})})
         _atomic_write(out_dir / "trials.csv", tb.getvalue())
     else:
         body = markdown_table(slim) + (f"\n\n{legend(slim)}" if legend(slim) else "")
-    _atomic_write(out_dir / "results.md", title + body + nmi_line + "\n")
+    # documents: what each cluster is about (its top terms), in results.md and clusters.csv
+    term_rows = terms.cluster_rows(store, list(picks), cfg) if store is not None and picks else []
+    if term_rows:
+        _atomic_write(out_dir / "clusters.csv", terms.clusters_csv(term_rows))
+    terms_md = f"\n\n{terms.markdown(term_rows)}" if term_rows else ""
+    _atomic_write(out_dir / "results.md", title + body + nmi_line + terms_md + "\n")
     labels.write_files(out_dir, list(picks), records)
     if plots:
         seed = cfg.sections["cluster"]["seed"]
         figures.write_all(out_dir, records, list(picks), store, seed=seed if isinstance(seed, int) else seed[0])
     _write_run_json(out_dir, cfg, complete=True)
+
+
+def _class_names(store, dataset) -> list:
+    """The class names of ``dataset``'s ingested data in ``store`` (``[]`` when unknown or ambiguous): the
+    subset protocol's records name their classes by number."""
+    if store is None:
+        return []
+    found = set()
+    for key in store.stage_keys("ingest"):
+        a = dict(store.open("ingest", key, dropped_ok=True).attrs)
+        if a.get("dataset") == dataset and a.get("class_names"):
+            found.add(tuple(a["class_names"]))
+    names = list(next(iter(found))) if len(found) == 1 else []
+    return [] if names == [str(i) for i in range(len(names))] else names   # "0", "1", ...: the numbers again
 
 
 def numerics() -> dict:
@@ -174,13 +236,13 @@ def _write_run_json(out_dir, cfg, *, complete: bool):
         **numerics(), "config": cfg.sections}, indent=1, default=str))
 
 
-def _label(r) -> str:
-    p = dict(r["params"])
-    return r["method"] + ("" if not p else " " + " ".join(f"{k}={v}" for k, v in p.items()))
+def _label(r, restarts=None) -> str:
+    return r["method"] + ("" if not r["params"] else " " + fmt_params(r, restarts))
 
 
-def subset_tables(records) -> str:
-    """Markdown tables of the subset protocol: one row per method, one column per subset size, then the mean."""
+def subset_tables(records, restarts=None) -> str:
+    """Markdown tables of the subset protocol: one row per method, one column per subset size, then the mean
+    (``restarts``: the ``[cluster] n_init`` of every point, when the config does not sweep it)."""
     out = []
     for score in ("nmi", "acc"):
         rows = [r for r in records if f"{score}_by_k" in r]
@@ -193,6 +255,6 @@ def subset_tables(records) -> str:
         out.append("|---|" + "---|" * (len(ks) + 1))
         for r in rows:
             by = {int(k): v for k, v in r[f"{score}_by_k"].items()}
-            out.append(f"| {_label(r)} | " + " | ".join(f"{by[k]:.3f}" for k in ks) + f" | {r[score + '_avg']:.3f} |")
+            out.append(f"| {_label(r, restarts)} | " + " | ".join(f"{by[k]:.3f}" for k in ks) + f" | {r[score + '_avg']:.3f} |")
         out.append("")
     return "\n".join(out)

@@ -134,7 +134,7 @@ def subspace_clustering(X, n_clusters, *, regularizer="l1", n_neighbors=10, augm
     # spectral.EIGH_MAX_N, block LOBPCG above it when the graph is disconnected.
     solver = "eigh" if n <= EIGH_MAX_N else ("lobpcg" if ncomp > 1 else "auto")
     V = embed(P, int(n_clusters), solver=solver, random_state=km_seed)
-    km = kmeans(V, int(n_clusters), n_init=n_init, random_state=km_seed)
+    km = kmeans(V, int(n_clusters), n_init=n_init, max_iter=1000, random_state=km_seed)  # its results as before
     labels = km.labels[km.best].astype(np.int64)
     if not return_info:
         return labels, W

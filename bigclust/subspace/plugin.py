@@ -80,6 +80,32 @@ def _aksc_chain(p, point):
 # -- hooks -------------------------------------------------------------------------------------------
 
 
+def check_shape(p, point, n, d):
+    """What ``[aksc]`` asks of the data's shape, before any work: the image layout and the kNN support size.
+
+    Called by :func:`bigclust.pipeline.checks.check_sizes` (``pipeline validate`` on a registered data set);
+    the same conditions fail later in the augmentation and the dictionary search, after ingest.
+    """
+    from bigclust.subspace.augment import PRESETS
+
+    key = f'image = "{p.image}"' if p.image != "auto" else f'augment = "{p.augment}"'
+    shape = PRESETS[p.image if p.image != "auto" else p.augment]["image_shape"] \
+        if p.image != "auto" or p.augment in PRESETS else None
+    if shape and d >= 0 and (p.augment in PRESETS or p.features == "scattering") and shape[0] * shape[1] != d:
+        raise UserError(f"[aksc] {key} takes {shape[0]} x {shape[1]} images ({shape[0] * shape[1]} pixels), but "
+                        f"the data have {d} features: choose the layout of the data's images (coil20* 32 x 32, "
+                        'mnist 28 x 28) or augment = "none"')
+    if p.n_neighbors and p.augment != "interpolate":   # interpolation adds atoms per class, not per sample
+        pre = PRESETS.get(p.augment)
+        m = int(pre["flip"]) + pre["n_rotations"] + pre["n_scalings"] if pre else 0
+        allowed = (n - 1) * (1 + m)   # every atom but the sample and its own copies (cannot-links take more)
+        if p.n_neighbors > allowed:
+            atoms = f"n={n} samples" + (f" and their {m} augmented copies each" if m else "")
+            raise UserError(f"[aksc] n_neighbors={p.n_neighbors} exceeds the {allowed} atoms a sample may use "
+                            f"({atoms}, less the sample itself{' and its copies' if m else ''}): lower n_neighbors "
+                            "(0 = the full dictionary)")
+
+
 def subspace_affinity(X, p, seed, knn_method="auto"):
     """``(W, n_iter)``: ``W = |C̄| + |C̄|ᵀ`` of Ak-SC (kNN-SC without augmentation, full SC with
     ``n_neighbors = 0``) and the solver's largest iteration count over the columns (0 for closed forms)."""
@@ -338,7 +364,7 @@ def paper_002_name(r):
 register(Method("aksc", AkscParams, _aksc_chain,
                 "augmented subspace clustering (paper 002): Ak-SSC / Ak-LSR / Ak-LRR, kNN-* without augmentation; "
                 "AkS-SC with semi_supervised",
-                normalize=ncut_memory, papers={"002": paper_002_name}))
+                normalize=ncut_memory, papers={"002": paper_002_name}, check=check_shape))
 # the subspace stage at scale (bigclust.subspace._chunked); keys added later, so configs keep their hashes
 register_section("subspace", {
     # > 0: augmentation and features streamed into zarr, the coefficient columns in resumable chunks of this

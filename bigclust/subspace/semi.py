@@ -111,8 +111,8 @@ def propagate_labels(W1, labelled, Yhat, *, R=None, gamma=0.1, mu1=100.0, mu2=10
         ``cg``: Jacobi-preconditioned conjugate gradients per column of F,
         relative tolerance ``cg_tol``.  ``direct``: one sparse LU
         factorisation (SuperLU) for all K columns -- much faster when M is
-        ill-conditioned (mu2 = 100 on augmentation links against gamma |C| ~
-        1e-2 on coefficient links gives condition numbers ~1e5-1e6, where CG
+        ill-conditioned (mu2 = 100 on augmentation links against ``gamma |C| ~
+        1e-2`` on coefficient links gives condition numbers ~1e5-1e6, where CG
         needs thousands of iterations per column).
 
     Returns

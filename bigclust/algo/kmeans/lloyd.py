@@ -15,7 +15,7 @@ from bigclust.algo.kmeans._common import (KMeansResult, _as_csr64, _as_float64, 
                                           _initial, _kernels, _n_distinct_rows, _row_sqnorms, _warn_final_empty)
 
 
-def kmeans(X, n_clusters, *, n_init=100, max_iter=1000, init="k-means++", tol=0.0, random_state=None):
+def kmeans(X, n_clusters, *, n_init=10, max_iter=300, init="k-means++", tol=0.0, random_state=None):
     """Lloyd's k-means with independent restarts, in parallel over restarts.
 
     Parameters
@@ -27,10 +27,11 @@ def kmeans(X, n_clusters, *, n_init=100, max_iter=1000, init="k-means++", tol=0.
         pass, centres are dense.
     n_clusters : int
         Number of clusters k, ``2 <= k <= n``.
-    n_init : int
-        Number of restarts (the papers use 100).
-    max_iter : int
-        Maximum assignment passes per restart.
+    n_init : int, default 10
+        Number of restarts (the papers use 100).  The defaults are ``[cluster] n_init`` / ``max_iter``'s
+        (scikit-learn's).
+    max_iter : int, default 300
+        Maximum assignment passes per restart (the papers' configs: 1000).
     init : {"k-means++", "random"} or ndarray, shape (n_init, k, d) or (k, d)
         Initialisation method, or explicit initial centres per restart
         (their leading dimension must equal ``n_init``).

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bigclust._util.errors import UserError
+from bigclust._util.errors import DataError, StoreError, UserError
 from bigclust.pipeline.methods import (ADDED, RUNTIME, STAGES, StageDef, hashed, register_stage,  # noqa: F401
                                        stage_key)
 from bigclust.pipeline.methods import fmt_params as _fmt
@@ -195,6 +195,8 @@ def cluster(store_path, key, attrs, p: ClusterParams, **_):
     g_in = store.open(p.src, p.input)
     sparse = is_sparse(g_in, p.array)
     n = g_in[p.array]["indptr"].shape[0] - 1 if sparse else g_in[p.array].shape[0]
+    if p.array != "X":   # a stage's output (an embedding), not the data: say why it cannot hold k clusters
+        _check_embedding(store, g_in, p)
     algo = p.algorithm
     if algo == "auto":  # sparse data (documents) stay sparse in Lloyd, which is exact and O(nnz k) per pass
         algo = "minibatch" if n > p.minibatch_threshold and not sparse else "lloyd"
@@ -213,6 +215,59 @@ def cluster(store_path, key, attrs, p: ClusterParams, **_):
         write_dense(g, "labels", res.labels.astype(np.int32))
         write_dense(g, "inertia", res.inertia)
         g.attrs.update({"algorithm": algo, "best": int(res.best), "n_empty_reseeded": int(res.n_empty_reseeded)})
+
+
+def _n_distinct(E, at_least: int) -> int:
+    """Distinct rows of a dense (n, c) array, or any number >= ``at_least`` once a head of rows has that many."""
+    def count(rows):
+        rows = np.ascontiguousarray(rows, dtype=np.float64) + 0.0   # -0.0 and 0.0 compare equal
+        return np.unique(rows.view(np.dtype((np.void, 8 * rows.shape[1]))).ravel()).size
+
+    head = count(E[:4 * at_least])
+    return head if head >= at_least else count(E[...])
+
+
+def _check_embedding(store, g_in, p: ClusterParams):
+    """A DataError naming the embedding and its cause when it has fewer distinct rows than the k clusters.
+
+    k-means would otherwise say "X has only m distinct rows", which reads as a fault of the data.  The
+    causes: fewer components than clusters (``[embed] n_components`` set below k: unit rows in c dimensions
+    take few values), or a degenerate affinity -- a Gaussian kernel that is numerically the identity or
+    constant under its gamma (the eigensolver may then return no eigenvectors at all), or a graph with too few
+    links.
+    """
+    node = g_in[p.array]
+    if is_sparse(g_in, p.array) or len(node.shape) != 2:
+        return
+    n, c = node.shape
+    m = _n_distinct(node, p.k) if c else 0
+    if m >= p.k:
+        return
+    params = dict(g_in.attrs.get("params", {}))
+    src, inputs = params.get("src"), params.get("inputs") or []
+    what = (f"the spectral embedding is empty ({n} x 0: the eigensolver found no eigenvectors), so it cannot hold "
+            f"the {p.k} clusters" if not c else
+            f"the spectral embedding ({n} x {c}) has only {m} distinct row{'s' if m != 1 else ''}, fewer than the "
+            f"{p.k} clusters")
+    if 0 < c < p.k:
+        raise DataError(f"{what}: [embed] n_components={c} is below n_clusters={p.k} (its rows, of unit length, "
+                        f"take few distinct values in {c} dimension(s)); set [embed] n_components = 0 (= n_clusters) "
+                        f"or at least {p.k}")
+    try:
+        kernel = dict(store.open(src, inputs[0], dropped_ok=True).attrs) if src and inputs else {}
+    except StoreError:   # the kernel's instance was cleaned from the store since: no diagnosis from it
+        kernel = {}
+    kp = kernel.get("params", {})
+    if kp.get("kind") == "gaussian" and "gamma_used" in kernel:
+        cause = (f"the Gaussian kernel is degenerate under gamma={kernel['gamma_used']:.4g} (numerically the "
+                 "identity or constant, see the warning above; its eigenvectors carry no clusters): set "
+                 "[affinity] gamma = \"median\" or near the data's squared distances")
+    elif kp.get("kind") == "knn":
+        cause = ("the kNN graph is too sparse or its gamma degenerate: raise [affinity] n_neighbors or set "
+                 "[affinity] gamma = \"median\"")
+    else:
+        cause = f"the affinity ({src or 'its input'}) is degenerate: its eigenvectors carry no clusters"
+    raise DataError(f"{what}: {cause}")
 
 
 # -- building each stage's parameters for a chain step -----------------------------------------------

@@ -46,7 +46,7 @@ def _check_finite(X, row0, name):
             row = int(np.searchsorted(X.indptr, np.flatnonzero(bad)[0], side="right") - 1)
         else:
             row = int(np.flatnonzero(bad.any(axis=1))[0])
-        raise DataError(f"data set {name!r} has NaN or inf values (first in row {row0 + row})")
+        raise DataError(f"data set {name!r} has NaN or inf values (first in row {row0 + row}, counting rows from 0): fill or drop them")
 
 
 def ingest(store_path, key, attrs, p: IngestParams, *, source, progress=None, **_):
