@@ -35,7 +35,7 @@ def _config(make_config, p, store="store.zarr", chunk=CHUNK, out="out"):
     text = text.replace("gamma = 1.0", f'kind = "knn"\ngamma = {GAMMA}\nn_neighbors = {K_NN}\n'
                                        f"knn_chunk_rows = {chunk}")
     text = text.replace('path = "store.zarr"', f'path = "{store}"').replace('dir = "out"', f'dir = "{out}"')
-    cfg.write_text(text.replace("[affinity]", "[preprocess]\nl2_normalize = false\n[affinity]"))
+    cfg.write_text(text.replace("l2_normalize = true", "l2_normalize = false"))
     return cfg
 
 

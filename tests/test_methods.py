@@ -122,8 +122,7 @@ def test_disconnected_dense_kernel_warns_before_the_eigensolver(tmp_path, make_c
     np.savez(p, X=X, y=y)
     cfg = make_config(p)
     cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["ra"]')
-                   .replace("gamma = 1.0", "gamma = 0.001").replace("[preprocess]", "")
-                   .replace("[affinity]", "[preprocess]\nl2_normalize = false\n[affinity]"))
+                   .replace("gamma = 1.0", "gamma = 0.001").replace("l2_normalize = true", "l2_normalize = false"))
     with pytest.warns(RuntimeWarning, match="affinity graph has 3 connected components"):
         run(cfg)
 

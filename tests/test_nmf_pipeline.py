@@ -69,7 +69,7 @@ def test_pipeline_equals_library_and_estimator(tmp_path, make_config, method, se
     cfg = make_config(p, section)
     cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', f'names = ["{method}"]')
                    .replace("gamma = 1.0", f'kind = "{kind}"').replace("n_init = 5", "n_init = 4\nseed = 7")
-                   .replace("[data]", "[preprocess]\nl2_normalize = false\n\n[data]"))
+                   .replace("l2_normalize = true", "l2_normalize = false"))
     (rec,) = run(cfg)
     labels, g = _final(tmp_path / "store.zarr", "assign")
     X32 = X.astype(np.float32).astype(np.float64)  # the pipeline stores data as float32
@@ -205,7 +205,7 @@ def test_negative_data_for_linear_nmf_is_one_line(tmp_path, make_config):
     np.savez(p, X=X, y=y)
     cfg = make_config(p)
     cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["nmf"]')
-                   .replace("[data]", "[preprocess]\nl2_normalize = false\n\n[data]"))
+                   .replace("l2_normalize = true", "l2_normalize = false"))
     r = subprocess.run([sys.executable, "-m", "bigclust.cli", "pipeline", "run", str(cfg)], capture_output=True,
                        text=True)
     errs = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
@@ -260,7 +260,7 @@ def test_streamed_nmf_equals_in_memory_and_distributed(tmp_path, make_config):
     body = lambda c: c.write_text(c.read_text()  # noqa: E731
                                   .replace('names = ["kmeans", "ra", "ncut"]', 'names = ["nmf"]')
                                   .replace("[cluster]", "[nmf]\nn_init = 2\nmax_iter = 60\n\n[cluster]")
-                                  .replace("[data]", "[preprocess]\nl2_normalize = false\ntfidf = false\n\n[data]"))
+                                  .replace("l2_normalize = true", "l2_normalize = false\ntfidf = false"))
     mem = make_config(svm)
     body(mem)
     run(mem)

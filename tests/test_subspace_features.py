@@ -201,7 +201,7 @@ def test_pipeline_and_estimator_equal_library(tmp_path, make_config):
     cfg = make_config(p, '[aksc]\nn_neighbors = 5\nfeatures = "scattering"\nimage = "mnist"\npca = 8\n')
     cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["aksc"]')
                    .replace("n_init = 5", "n_init = 5\nseed = 3").replace("gamma = 1.0", "")
-                   .replace("[data]", "[preprocess]\nl2_normalize = false\n\n[data]"))
+                   .replace("l2_normalize = true", "l2_normalize = false"))
     run(cfg)
     s = Store(tmp_path / "store.zarr")
     (wkey,) = s.stage_keys("subspace")

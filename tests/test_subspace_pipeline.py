@@ -27,7 +27,7 @@ def _aksc_config(make_config, data, aksc, seed):
     cfg = make_config(data, f"[aksc]\n{aksc}")
     cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["aksc"]')
                    .replace("n_init = 5", f"n_init = 5\nseed = {seed}").replace("gamma = 1.0", "")
-                   .replace("[data]", "[preprocess]\nl2_normalize = false\n\n[data]"))
+                   .replace("l2_normalize = true", "l2_normalize = false"))
     return cfg
 
 

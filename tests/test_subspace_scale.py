@@ -43,7 +43,7 @@ def _config(make_config, p, store, out, chunk_cols, extra=""):
     cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["aksc"]')
                    .replace("n_init = 5", "n_init = 5\nseed = 2").replace("gamma = 1.0", "")
                    .replace('path = "store.zarr"', f'path = "{store}"').replace('dir = "out"', f'dir = "{out}"')
-                   .replace("[data]", "[preprocess]\nl2_normalize = false\n\n[data]"))
+                   .replace("l2_normalize = true", "l2_normalize = false"))
     return cfg
 
 

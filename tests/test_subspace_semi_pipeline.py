@@ -26,7 +26,7 @@ def _semi_config(folder, path, aksc):
     cfg = write_config(folder, path, "[aksc]\n" + aksc)
     cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["aksc"]')
                    .replace("n_init = 5", "n_init = 5\nseed = 4").replace("gamma = 1.0", "")
-                   .replace("[data]", "[preprocess]\nl2_normalize = false\n\n[data]"))
+                   .replace("l2_normalize = true", "l2_normalize = false"))
     return cfg
 
 

@@ -81,6 +81,13 @@ class PipelineEstimator(ClusterMixin, BaseEstimator):
     """What the estimators share: the ``fit`` template, ``fit_predict``, sparse input accepted (a family that
     needs dense data densifies only the n x d data, never n x n)."""
 
+    def _keep(self, params: dict):
+        """Store the ``__init__`` arguments unchanged under their own names (scikit-learn's rule for
+        ``get_params`` / ``clone``); ``params`` is the ``__init__``'s ``locals()``."""
+        for name, value in params.items():
+            if name not in ("self", "__class__"):
+                setattr(self, name, value)
+
     @classmethod
     def _parameters(cls) -> dict:
         """``{parameter: Key or NoneMeans}`` besides :data:`bigclust.estimators._params.COMMON` (a method, not

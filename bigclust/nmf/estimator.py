@@ -85,21 +85,7 @@ class NMFClustering(PipelineEstimator):
     def __init__(self, n_clusters=8, *, model="linear", kernel="linear", gamma="median", n_neighbors=15, ncw=False,
                  solver="mu", init="random", n_init=10, max_iter=500, tol=1e-5, random_state=None,
                  max_memory="4GB", scheduler=None, feature_names=None):
-        self.n_clusters = n_clusters
-        self.model = model
-        self.kernel = kernel
-        self.gamma = gamma
-        self.n_neighbors = n_neighbors
-        self.ncw = ncw
-        self.solver = solver
-        self.init = init
-        self.n_init = n_init
-        self.max_iter = max_iter
-        self.tol = tol
-        self.random_state = random_state
-        self.max_memory = max_memory
-        self.scheduler = scheduler
-        self.feature_names = feature_names
+        self._keep(locals())   # scikit-learn: every parameter stored as given
 
     @classmethod
     def _parameters(cls):

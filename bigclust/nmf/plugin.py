@@ -178,17 +178,21 @@ register(Method("kmeans", KMeansParams, lambda p, point: ("assign",) if p.ncw el
                 show=lambda shown, facts: {**shown, "n_init": facts["restarts"]}
                 if shown.get("n_init") == 0 and facts.get("restarts") else shown,
                 label="K-means", default=True, papers={"000": "kmeans", "001": _ncw_name("KM")},
-                moved={("cluster", "kmeans_n_init"): "n_init"}))
+                moved={("cluster", "kmeans_n_init"): "n_init"},
+                hashed_unused=True))
 register(Method("nmf", NMFParams, ("assign",), "linear NMF on the documents (paper 001)",
                 assign=nmf_assign, assign_streamed=nmf_assign_streamed, papers={"001": _ncw_name("NMF")},
-                term_factor="U"))
+                term_factor="U",
+                hashed_unused=True))
 register(Method("binmf", BiNMFParams,
                 lambda p, point: ("assign",) if point["affinity"]["kind"] == "linear" else ("affinity", "assign"),
                 "bilinear kernel NMF (paper 001); the linear kernel is never formed", assign=binmf_assign,
-                assign_streamed=binmf_assign_streamed, papers={"001": _ncw_name("BiNMF")}))
+                assign_streamed=binmf_assign_streamed, papers={"001": _ncw_name("BiNMF")},
+                hashed_unused=True))
 register(Method("kkmeans", KernelKMeansParams, ("affinity", "assign"), "kernel k-means on the affinity",
                 assign=kernel_kmeans_assign, assign_streamed=kernel_kmeans_assign_streamed,
-                papers={"001": _ncw_name("KM")}))
+                papers={"001": _ncw_name("KM")},
+                hashed_unused=True))
 
 # the family's scikit-learn estimator, bigclust.NMFClustering (imported on first use)
 from bigclust.estimators import register_estimator  # noqa: E402

@@ -100,23 +100,7 @@ class SpectralClustering(PipelineEstimator):
                  solver="dual", n_iter=1000, tol=0.0, l2_normalize=False, n_init=10, max_iter=300,
                  eigensolver="auto", random_state=None, max_memory="4GB", scheduler=None, knn="auto",
                  feature_names=None):
-        self.n_clusters = n_clusters
-        self.affinity = affinity
-        self.gamma = gamma
-        self.n_neighbors = n_neighbors
-        self.knn = knn
-        self.normalization = normalization
-        self.solver = solver
-        self.n_iter = n_iter
-        self.tol = tol
-        self.l2_normalize = l2_normalize
-        self.n_init = n_init
-        self.max_iter = max_iter
-        self.eigensolver = eigensolver
-        self.random_state = random_state
-        self.max_memory = max_memory
-        self.scheduler = scheduler
-        self.feature_names = feature_names
+        self._keep(locals())   # scikit-learn: every parameter stored as given
 
     @classmethod
     def _parameters(cls):

@@ -338,21 +338,27 @@ SPECTRAL = ("affinity", "embed", "cluster")
 _N_ITER, _TOL, _RECORD = ("method", "n_iter"), ("method", "tol"), ("method", "record_every")
 
 register(Method("ra", RAParams, SPECTRAL, "spectral clustering on K itself", normalize=ra_memory,
-                normalize_ooc=ra_ooc, default=True, papers={"000": "ra", "001": "AW"}))
+                normalize_ooc=ra_ooc, default=True, papers={"000": "ra", "001": "AW"},
+                hashed_unused=True))
 register(Method("ncut", NcutParams, SPECTRAL, "normalised cut: D^-1/2 K D^-1/2 (optionally iterated)",
                 normalize=ncut_memory, normalize_ooc=ncut_ooc, default=True, papers={"000": "ncut", "001": "NC"},
-                moved={("method", "ncut_iter"): "n_iter"}))
+                moved={("method", "ncut_iter"): "n_iter"},
+                hashed_unused=True))
 register(Method("sk", SKParams, SPECTRAL, "Sinkhorn-Knopp bi-stochastic scaling (BBS with KL)",
                 normalize=sk_memory, normalize_ooc=sk_ooc, default=True, papers={"000": "sk"},
-                moved={_N_ITER: "n_iter", _TOL: "tol", _RECORD: "record_every"}))
+                moved={_N_ITER: "n_iter", _TOL: "tol", _RECORD: "record_every"},
+                hashed_unused=True))
 register(Method("bbs", BBSParams, SPECTRAL, "Euclidean bi-stochastic projection (paper 000)",
                 normalize=bbs_memory, normalize_ooc=bbs_ooc, default=True, papers={"000": "bbs"},
-                moved={_N_ITER: "n_iter", _TOL: "tol", ("method", "solver"): "solver", _RECORD: "record_every"}))
+                moved={_N_ITER: "n_iter", _TOL: "tol", ("method", "solver"): "solver", _RECORD: "record_every"},
+                hashed_unused=True))
 register(Method("mbbs", MBBSParams, SPECTRAL, "BBS of learnt weights over the kernels of a gamma sweep",
                 normalize=mbbs_memory, normalize_ooc=mbbs_ooc, combine=("affinity", "gamma"),
-                moved={_N_ITER: "n_iter", ("method", "lam"): "lam", ("method", "mbbs_outer"): "n_outer"}))
+                moved={_N_ITER: "n_iter", ("method", "lam"): "lam", ("method", "mbbs_outer"): "n_outer"},
+                hashed_unused=True))
 register(Method("rc", RCParams, SPECTRAL, "ratio cut: smallest eigenvectors of the Laplacian D - A",
-                normalize=rc_memory, papers={"001": "RC"}))
+                normalize=rc_memory, papers={"001": "RC"},
+                hashed_unused=True))
 register_column("MB")
 register_column("MC")
 

@@ -402,7 +402,11 @@ def check_allocations(cfg: Config, point, n: int, d: int, k: int, least: bool = 
     pca = point["preprocess"]["pca"]
     dx = min(pca, d) if pca else d            # the width of the rows k-means clusters when it clusters X
     cl, a, ev = point["cluster"], point["affinity"], point["evaluate"]
-    chains = {m: get_method(m).stages(get_method(m).make(point[m]), point) for m in cfg.methods}
+    params = {m: get_method(m).make(point[m]) for m in cfg.methods}
+    chains = {m: get_method(m).stages(params[m], point) for m in cfg.methods}
+    # [cluster] sizes the cluster stage, and an assign stage whose method has no restarts of its own
+    clusters = any("cluster" in c or ("assign" in c and not getattr(params[m], "n_init", 0))
+                   for m, c in chains.items())
     embeds = any("embed" in c for c in chains.values())
     ncomp = point["embed"]["n_components"] or k
     knn = a["kind"] == "knn" and any("affinity" in c for c in chains.values())
@@ -422,17 +426,19 @@ def check_allocations(cfg: Config, point, n: int, d: int, k: int, least: bool = 
                        "is allocated whole, however few rows the data have)"))
         bounds.append(("affinity", "ivf_cells", a["ivf_cells"] if a.get("knn") == "ivf" else 0, 8 * d + 64,
                        f"a cell's centre of {d} features"))
+    if clusters:
+        bounds += [
+            ("cluster", "n_init", cl["n_init"], 4 * n + 8 * k * dc + 8 * b + 64,
+             f"one restart's labels of n={n} rows, {k} centres of {dc} features and its distances to a batch"),
+            ("cluster", "batch_size", b, 8 * dc + 8 * cl["n_init"], f"a batch row of {dc} features and its "
+             f"distances to the centres of {cl['n_init']} restarts")]
     bounds += [
-        ("cluster", "n_init", cl["n_init"], 4 * n + 8 * k * dc + 8 * b + 64,
-         f"one restart's labels of n={n} rows, {k} centres of {dc} features and its distances to a batch"),
-        ("cluster", "batch_size", b, 8 * dc + 8 * cl["n_init"], f"a batch row of {dc} features and its distances "
-         f"to the centres of {cl['n_init']} restarts"),
         ("evaluate", "subset_trials", ev["subset_trials"] if ev["protocol"] == "subsets" else 0,
          TRIAL_RECORD_BYTES * len(ev["subset_sizes"]) * len(cfg.methods),
          f"the result records of {len(ev['subset_sizes'])} subset size(s) x {len(cfg.methods)} method(s)"),
     ]
     for m in cfg.methods:   # restarts of a method of its own (NMF's factors): labels and factors each
-        v = getattr(get_method(m).make(point[m]), "n_init", 0)
+        v = getattr(params[m], "n_init", 0)
         bounds.append((m, "n_init", v or 0, 4 * n + 8 * k * (n + d), f"one restart's labels of n={n} rows and "
                        f"factors of rank {k}"))
     mem = f"[store] max_memory={cfg.sections['store']['max_memory']!r} ({format_bytes(budget)})"

@@ -83,6 +83,9 @@ class Config:
         # a method this config does not run is hashed with the defaults it had before they changed (Key.was):
         # its settings decide nothing, and the config keeps the hash of its results folder
         for sec in set(methods.names()) - set(self.methods):
+            if not methods.get(sec).hashed_unused:
+                kept.pop(sec, None)
+                continue
             kept[sec] = {k: full[sec][k].was if full[sec][k].was is not None and v == full[sec][k].default else v
                          for k, v in kept[sec].items()}
         # a section whose keys were all added later (e.g. [subspace]) is left out while at its defaults

@@ -69,6 +69,10 @@ class Method:
     moved : dict
         ``{(old section, old key): key of [name]}``: keys of the old flat sections that now live here
         (a config that still sets them gets a one-line pointer).
+    hashed_unused : bool
+        Whether the method's section counts in the hash of a config that does not run it. False for a family
+        registered later (its unused section decides nothing, and registering it must not change the hash of
+        any existing config); True for the methods whose unused sections the first hashes already held.
     check : callable, optional
         ``(params, point, n, d) -> None``: what only the family can check against the data's shape (``d`` < 0:
         not known yet), raising a one-line UserError; :func:`bigclust.pipeline.checks.check_sizes` calls it
@@ -98,6 +102,7 @@ class Method:
     papers: dict = field(default_factory=dict)
     moved: dict = field(default_factory=dict)
     check: Callable | None = None
+    hashed_unused: bool = False
     show: Callable | None = None
     term_factor: str = ""
 

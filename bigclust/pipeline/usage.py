@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from bigclust._util.plan import format_bytes
+from bigclust._util.text import short
 from bigclust.pipeline.store import Store, disk_bytes
 
 #: stage parameters that only wire an instance to its inputs or budget: never what tells two instances apart
@@ -87,15 +88,7 @@ def _attrs(store_path, stage, key) -> dict:
 
 
 def _short(v) -> str:
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, (list, tuple)):
-        return ",".join(_short(x) for x in v)
-    if isinstance(v, str) and os.sep in v:   # a data file: its name says enough
-        return os.path.basename(v)
-    return str(v)
+    return short(v, ".4g", paths=True)
 
 
 def _flat(attrs) -> dict:

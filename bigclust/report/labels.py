@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from bigclust._util.errors import UserError
+from bigclust._util.text import short
 from bigclust.pipeline import methods
 
 #: at most this many points (a seeded sample) enter the silhouette of a label-free run
@@ -68,13 +69,7 @@ def _flat(store, chain) -> dict:
 
 
 def _short(v) -> str:
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, float):
-        return f"{v:g}"
-    if isinstance(v, (list, tuple)):
-        return ",".join(_short(x) for x in v)
-    return str(v)
+    return short(v)
 
 
 def names(methods: list[str], params: list[dict], flats: list[dict]) -> list[str]:

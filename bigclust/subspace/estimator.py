@@ -83,22 +83,7 @@ class SubspaceClustering(PipelineEstimator):
     def __init__(self, n_clusters=8, *, regularizer="l1", n_neighbors=10, augment=None, lam=0.0, alpha=20.0,
                  gamma=0.1, n_interpolate=720, features="pixels", pca=0, image=None, max_iter=None, n_init=10,
                  random_state=None, max_memory="4GB", scheduler=None):
-        self.n_clusters = n_clusters
-        self.regularizer = regularizer
-        self.n_neighbors = n_neighbors
-        self.augment = augment
-        self.lam = lam
-        self.alpha = alpha
-        self.gamma = gamma
-        self.n_interpolate = n_interpolate
-        self.features = features
-        self.pca = pca
-        self.image = image
-        self.max_iter = max_iter
-        self.n_init = n_init
-        self.random_state = random_state
-        self.max_memory = max_memory
-        self.scheduler = scheduler
+        self._keep(locals())   # scikit-learn: every parameter stored as given
 
     @classmethod
     def _parameters(cls):

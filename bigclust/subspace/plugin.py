@@ -364,7 +364,8 @@ def paper_002_name(r):
 register(Method("aksc", AkscParams, _aksc_chain,
                 "augmented subspace clustering (paper 002): Ak-SSC / Ak-LSR / Ak-LRR, kNN-* without augmentation; "
                 "AkS-SC with semi_supervised",
-                normalize=ncut_memory, papers={"002": paper_002_name}, check=check_shape))
+                normalize=ncut_memory, papers={"002": paper_002_name}, check=check_shape,
+                hashed_unused=True))
 # the subspace stage at scale (bigclust.subspace._chunked); keys added later, so configs keep their hashes
 register_section("subspace", {
     # > 0: augmentation and features streamed into zarr, the coefficient columns in resumable chunks of this
