@@ -155,7 +155,7 @@ def test_uncentred_pca_equals_svd(n_rows):
 
 
 def test_new_keys_keep_hashes(tmp_path):
-    """[aksc] features / image / max_iter at their defaults change neither the config hash nor the stage keys."""
+    """[aksc] features / image / max_iter / image_shape / order at their defaults change neither the config hash nor the stage keys."""
     from bigclust.pipeline.config import load
     from bigclust.pipeline.stages import stage_key
     from bigclust.subspace.plugin import SubspaceStageParams as SubspaceParams
@@ -168,7 +168,8 @@ def test_new_keys_keep_hashes(tmp_path):
     assert ha == hb != hc
     m = methods.get("aksc")
     p = m.make({"augment": "mnist"})
-    before = {k: v for k, v in dataclasses.asdict(p).items() if k not in ("features", "image", "max_iter")}  # the old dict
+    before = {k: v for k, v in dataclasses.asdict(p).items() if k not in ("features", "image", "max_iter",
+                                                                                 "image_shape", "order")}  # the old dict
     assert methods.params_dict(p) == before
     key = stage_key(SubspaceParams(input="i", src="preprocess", method="aksc", method_params=before, seed=0))
     assert stage_key(SubspaceParams(input="i", src="preprocess", method="aksc",

@@ -22,6 +22,9 @@ Probe cases (first-user data of other shapes) that needed a fix:
 11. An unlabelled CSV with integer features and no label declared: refused before any work when its last
     column has more than n/2 values, runs when it is declared unlabelled.
 12. Tiny n (six rows) with k = 2 and every default: runs, no warning.
+13. (#16) ``label_column = false`` on an svmlight / LibSVM file (a label field on every line: placeholders
+    in unlabelled documents) is honoured: every row unlabelled (y = -1), n_clusters from the config, no
+    scores against the placeholders; without it the labels are read as before.
 """
 import dataclasses
 import inspect
@@ -336,3 +339,31 @@ def test_tiny_data_k2_every_default(tmp_path):
     recs, warned = _run(_cfg(tmp_path, '[data]\npath = "t.csv"\n'))
     assert all(r["acc_best_inertia"] == 1.0 for r in recs), recs
     assert not warned, warned
+
+
+# 13 ------------------------------------------------------------------------------------------------------
+
+
+def test_svmlight_label_column_false_is_unlabelled(tmp_path):
+    from sklearn.datasets import dump_svmlight_file
+
+    from bigclust.datasets import open_file
+    from bigclust.pipeline.store import Store, read_matrix
+
+    rng = np.random.default_rng(3)
+    y = np.arange(90) % 3
+    X = sp.csr_matrix(rng.random((90, 40)) * (rng.random((90, 40)) < 0.2)
+                      + np.kron(np.eye(3)[y], np.ones((1, 40 // 3 + 1)))[:, :40] * 2)
+    dump_svmlight_file(X, y, str(tmp_path / "docs.svm"))
+    assert open_file(tmp_path / "docs.svm").class_names == ["0", "1", "2"]          # labels read by default
+    src = open_file(tmp_path / "docs.svm", label_column=None)
+    assert src.class_names is None and src.info.n_classes == 0 and src.info.sparse
+    assert all((blk[1] == -1).all() for blk in src.iter_chunks(1024))
+    body = '[data]\npath = "docs.svm"\nlabel_column = false\n[method]\nnames = ["kmeans", "nmf"]\n'
+    with pytest.raises(UserError, match=r"label_column = false \(no labels\): set \[cluster\] n_clusters"):
+        validate(_cfg(tmp_path, body))
+    recs, _ = _run(_cfg(tmp_path, body + "[cluster]\nn_clusters = 3\n"))
+    assert [r["method"] for r in recs] == ["kmeans", "nmf"] and all("acc_best_inertia" not in r for r in recs)
+    store = Store(tmp_path / "run.zarr")
+    (key,) = store.stage_keys("ingest")
+    assert (read_matrix(store.open("ingest", key), "y") == -1).all()

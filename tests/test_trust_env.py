@@ -8,13 +8,19 @@ Items → tests:
    test_5_read_only_store_inside_a_dask_task_names_the_file (EROFS raised in a Dask task),
    test_5_output_folder_disk_full_leaves_no_temp_file_and_resumes (ENOSPC writing results.csv),
    test_5_cli_says_it_in_one_line_exit_2, test_5_disk_error_found_behind_wrappers,
-   test_5_atomic_write_removes_its_temp_file_on_any_failure (also KeyboardInterrupt)
+   test_5_atomic_write_removes_its_temp_file_on_any_failure (also KeyboardInterrupt),
+   test_5_estimator_temporary_store_full_or_read_only (the estimator's TMPDIR: one line naming the
+   estimator, "set TMPDIR"), test_5_figure_writes_leave_no_temp_file (figures go through atomic_write)
 6. a scheduler lost mid-run: the client's own ERROR records of it are dropped during the run only:
    test_6_lost_scheduler_records_are_dropped_only_during_a_run
 8. sizes bounded by what they allocate against max_memory, in validate and run and the estimators:
    test_8_huge_sizing_keys_refused_by_validate (n_init, knn_chunk_rows, subset_trials and the other sizing
    keys), test_8_registered_data_set_bounds_use_its_shape, test_8_estimator_n_init_refused_before_allocating,
-   test_8_subset_draws_are_lazy, test_8_sizes_that_fit_still_run
+   test_8_subset_draws_are_lazy, test_8_sizes_that_fit_still_run,
+   test_8_bbs_solver_that_cannot_stream_refused_before_any_work (a dense kernel beyond max_memory with
+   [bbs] solver = "dual": validate on a registered data set, run before ingest, the estimator before its
+   fit), test_8_subspace_sizing_keys_bounded ([subspace] chunk_cols, augment_chunk_rows, [aksc] n_interpolate
+   through the subspace plug-in's check hook)
 
 The suite cannot mount a small file system: a writer is monkeypatched to raise the OSError at a chosen
 point (the same errors were also met on a real 2 MB tmpfs and a remount read-only mid-run).
@@ -22,13 +28,14 @@ point (the same errors were also met on a real 2 MB tmpfs and a remount read-onl
 import errno
 import logging
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from bigclust._util.errors import ConfigError, StoreError, disk_error
+from bigclust._util.errors import ConfigError, StoreError, UserError, disk_error
 from bigclust.pipeline.runner import run, validate
 
 from conftest import blobs
@@ -175,6 +182,69 @@ def test_5_atomic_write_removes_its_temp_file_on_any_failure(tmp_path, monkeypat
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"] and dest.read_text() == "previous"
 
 
+@pytest.mark.parametrize("code, where, est", [
+    (errno.ENOSPC, "stages/ingest/", "SpectralClustering"),   # a store write of this process
+    (errno.EROFS, "/K/", "SpectralClustering"),                # the dense kernel, written in a Dask task
+    (errno.ENOSPC, "bigclust-fit-", "NMFClustering"),          # the very first write of the store
+])
+def test_5_estimator_temporary_store_full_or_read_only(tmp_path, monkeypatch, code, where, est):
+    import tempfile
+
+    import bigclust
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))   # TMPDIR
+    _fail_zarr_puts(monkeypatch, code, where)
+    X, _ = blobs(n=60)
+    todo = "make it writable or set TMPDIR" if code == errno.EROFS else "free space there or set TMPDIR"
+    with pytest.raises(StoreError, match=rf"^{est}: {os.strerror(code).lower()} writing the fit's temporary "
+                                         rf"store in {tmp_path}.*: {todo}") as e:
+        getattr(bigclust, est)(n_clusters=3, random_state=0).fit(X)
+    assert isinstance(e.value, ValueError) and "\n" not in str(e.value)
+    assert not list(tmp_path.iterdir())                       # the temporary store is removed
+
+
+def test_5_figure_writes_leave_no_temp_file(tmp_path, small, make_config, monkeypatch):
+    import bigclust.report.figures as figures
+    import bigclust.report.labels as labels
+
+    class Full:   # the temporary file is created, then the disk fills while it is written
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def full_png(path, mode="r", *a, **kw):
+        f = open(path, mode, *a, **kw)
+        return Full(f) if ".png" in str(path) else f
+    # one figure directly: the previous file is kept, nothing else is left in the folder
+    (tmp_path / "figs" / "figures").mkdir(parents=True)
+    old = tmp_path / "figs" / "figures" / "confusion-m.png"
+    old.write_bytes(b"previous")
+    monkeypatch.setattr(labels, "open", full_png, raising=False)
+    y = np.arange(30) % 3
+    with pytest.raises(OSError):
+        figures.write_confusion(tmp_path / "figs", "m", y, y)
+    assert sorted(p.name for p in (tmp_path / "figs").rglob("*")) == ["confusion-m.csv", "confusion-m.png",
+                                                                       "figures"]
+    assert old.read_bytes() == b"previous"
+    # a run whose figures meet a full disk: one line naming the output folder, no temporary file left
+    cfg = _with(make_config(small), "plots = false", "plots = true")
+    with pytest.raises(StoreError, match=r"no space left on device writing the output folder .*out"):
+        run(cfg)
+    assert not [p.name for p in (tmp_path / "out").rglob("*") if ".tmp-" in p.name]
+    monkeypatch.undo()
+    run(cfg)
+    assert all(p.stat().st_size > 1000 for p in (tmp_path / "out" / "figures").glob("*.png"))
+    assert len(list((tmp_path / "out" / "figures").glob("confusion-*.png"))) == 3
+
+
 # -- 6. a scheduler lost mid-run ---------------------------------------------------------------------------
 
 def test_6_lost_scheduler_records_are_dropped_only_during_a_run():
@@ -273,3 +343,76 @@ def test_8_sizes_that_fit_still_run(tmp_path, small, make_config):
     validate(cfg)
     recs = run(cfg)
     assert {r["method"] for r in recs} == {"kmeans", "ra", "ncut"} and all(r["n_trials"] == 2 for r in recs)
+
+
+def _registered(make_config, extra=""):
+    """A config over the registered optdigits (n = 5620, d = 64), its files absent: only the checks run."""
+    cfg = _with(make_config("unused.npz"), 'path = "unused.npz"', 'name = "optdigits"\nroot = "nowhere"')
+    return _with(cfg, 'path = "store.zarr"', f'path = "store.zarr"\n{extra}')
+
+
+def test_8_bbs_solver_that_cannot_stream_refused_before_any_work(tmp_path, small, make_config, monkeypatch):
+    from bigclust import SpectralClustering
+    from bigclust.pipeline import runner as runner_mod
+
+    way_out = (r'\[bbs\] solver = "dual" needs the n=\d+ dense kernel .*more than \[store\] max_memory=.*: set '
+               r'\[bbs\] solver = "alternating", or raise \[store\] max_memory or use \[affinity\] kind = "knn"')
+    cfg = _with(_registered(make_config, 'max_memory = "100MB"'), '"kmeans", "ra", "ncut"', '"bbs"')
+    with pytest.raises(UserError, match=way_out.replace("n=\\d+", "n=5620")):
+        validate(cfg)
+    _with(cfg, "[cluster]", '[bbs]\nsolver = "alternating"\n[cluster]')
+    with pytest.raises(UserError, match=r"needs .*nowhere.*which does not exist"):   # the sizes pass
+        validate(cfg)
+    # a data file: run refuses it once the shape is known, before ingest (n = 60: 57.6 kB in memory)
+    cfg = _with(_with(make_config(small), '"kmeans", "ra", "ncut"', '"bbs"'), 'path = "store.zarr"',
+                'path = "store.zarr"\nmax_memory = "40kB"')
+    with pytest.raises(UserError, match=way_out):
+        run(cfg)
+    assert not list((tmp_path / "store.zarr").glob("stages/*/*"))
+    _with(cfg, "[cluster]", '[bbs]\nsolver = "alternating"\nn_iter = 20\n[cluster]')
+    assert [r["method"] for r in run(cfg)] == ["bbs"]
+    # the estimator, in its own words, before anything is written
+    def no_run(*a, **kw):
+        raise AssertionError("the fit ran")
+    monkeypatch.setattr(runner_mod.Runner, "run_instance", no_run)
+    X, _ = blobs(n=60)
+    with pytest.raises(ValueError, match=r'^SpectralClustering: solver = "dual" needs the n=60 dense kernel .*'
+                                         r'more than max_memory=.*: set solver = "alternating", or raise '
+                                         r'max_memory or use affinity="knn"$'):
+        SpectralClustering(n_clusters=3, max_memory="40kB").fit(X)
+
+
+@pytest.mark.parametrize("aksc, subspace, needle", [
+    ("", "chunk_cols = 100000000", r"\[subspace\] chunk_cols=100000000: .*lower chunk_cols to at most \d+"),
+    ('augment = "coil20"', "chunk_cols = 100\naugment_chunk_rows = 100000000",
+     r"\[subspace\] augment_chunk_rows=100000000: a source image's 11 augmented copies of 1024 pixels .*"
+     r"lower augment_chunk_rows to at most \d+"),
+    ('semi_supervised = true\naugment = "interpolate"\nn_interpolate = 100000000', "",
+     r"\[aksc\] n_interpolate=100000000: an interpolated sample per class .*lower n_interpolate to at most \d+"),
+])
+def test_8_subspace_sizing_keys_bounded(tmp_path, small, make_config, aksc, subspace, needle):
+    from bigclust.pipeline.checks import check_sizes
+    from bigclust.pipeline.config import load
+
+    cfg = _with(make_config(small, f"[aksc]\n{aksc}\n[subspace]\n{subspace}\n"), '"kmeans", "ra", "ncut"',
+                '"aksc"')
+    c = load(cfg)
+    with pytest.raises(ConfigError, match=needle):
+        check_sizes(c, list(c.points()), 100, 1024, 2, False)
+    fit = int(re.search(r"at most (\d+)", _refusal(c)).group(1))
+    fitting = load(_with(cfg, "100000000", str(fit)))
+    check_sizes(fitting, list(fitting.points()), 100, 1024, 2, False)   # the largest value said to fit fits
+    if not aksc:   # on a registered data set, in validate (generic check_allocations names no family)
+        reg = _with(_registered(make_config, ""), '"kmeans", "ra", "ncut"', '"aksc"')
+        reg.write_text(reg.read_text() + f"[subspace]\n{subspace}\n")
+        with pytest.raises(ConfigError, match=r"run\.toml: \[subspace\] chunk_cols=100000000: .*n=5620 "):
+            validate(reg)
+
+
+def _refusal(c):
+    from bigclust.pipeline.checks import check_sizes
+    try:
+        check_sizes(c, list(c.points()), 100, 1024, 2, False)
+    except ConfigError as e:
+        return str(e)
+    raise AssertionError("not refused")

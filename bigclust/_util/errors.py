@@ -22,8 +22,11 @@ class DataError(UserError):
 
 
 class StoreError(UserError):
-    """A store or output folder belongs to another run and would be overwritten, or its file system is full
-    or read-only (:func:`disk_error`)."""
+    """A store or output folder cannot be written.
+
+    It belongs to another run and would be overwritten, or its file system is full or read-only
+    (:func:`disk_error`).
+    """
 
 
 #: errno values that mean "the file system cannot take this write": nothing the user's config can fix

@@ -104,6 +104,8 @@ def dense_kernel(X, kind="gaussian", gamma="median", *, dtype=np.float64, block_
         rows (:func:`median_sq_distance`), which suits data of any scale.
     dtype : numpy dtype
         Storage type of the result; blocks are computed in float64.
+    block_bytes : int, default 64 MiB
+        Size of one row block of the result, which sets the rows per Dask chunk.
 
     Returns
     -------
@@ -111,6 +113,19 @@ def dense_kernel(X, kind="gaussian", gamma="median", *, dtype=np.float64, block_
         Exactly symmetric, and the same to the last bit whatever ``block_bytes``
         (see :func:`_gram_rows`); rows per block are a multiple of
         :func:`gram_tile` when the budget allows one tile.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bigclust.affinity import dense_kernel
+    >>> X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
+    >>> K = dense_kernel(X, gamma=1.0).compute()
+    >>> K.shape
+    (3, 3)
+    >>> print(np.round(K, 3))
+    [[1.    0.368 0.018]
+     [0.368 1.    0.007]
+     [0.018 0.007 1.   ]]
     """
     import dask
     import dask.array as da
@@ -163,12 +178,16 @@ def median_sq_distance(X, *, max_pairs=MEDIAN_PAIRS, seed=0):
     Parameters
     ----------
     X : ndarray or scipy.sparse matrix, shape (n, d), n >= 2
+        Samples in rows.
     max_pairs : int
+        Number of pairs above which the median is taken over a sample of pairs.
     seed : int
+        Seed of that sample.
 
     Returns
     -------
     float
+        The median squared distance.
     """
     n = X.shape[0]
     if n < 2:
@@ -212,8 +231,20 @@ def _positive_median(d2, what):
 def resolve_gamma(X, gamma, kind="gaussian"):
     """The Gaussian width to use: ``gamma`` itself, or for ``"median"`` the data's median squared distance.
 
-    ``kind="gaussian"``: over the pairs of rows (:func:`median_sq_distance`);
-    ``kind="knn"``: :func:`knn_kernel` measures it over the kNN pairs itself.
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix, shape (n, d)
+        Samples in rows.
+    gamma : float or "median"
+        The width asked for.
+    kind : {"gaussian", "knn"}
+        ``"gaussian"``: ``"median"`` is measured over the pairs of rows (:func:`median_sq_distance`);
+        ``"knn"``: it is returned as it is, since :func:`knn_kernel` measures it over the kNN pairs itself.
+
+    Returns
+    -------
+    float or "median"
+        The width.
     """
     if isinstance(gamma, str):
         if gamma != "median":
@@ -263,16 +294,30 @@ def check_gaussian_width(X, gamma, *, n_sample=256, seed=0):
 
 
 def knn_graph(X, n_neighbors=15, *, random_state=0, method="auto", n_cells=0, n_probe=0):
-    """k nearest neighbours of every row, the point itself first.
+    """The k nearest neighbours of every row, the point itself first.
 
-    ``method`` is the search of :func:`bigclust.algo.knn.knn_search`: ``"exact"``
-    (blocked GEMM), ``"approx"`` or a library name (``"pynndescent"``,
-    ``"hnswlib"``, ``"faiss"``), or ``"auto"`` (exact while ``n^2 d`` is
-    small, see :data:`bigclust.algo.knn.EXACT_WORK_LIMIT`).
+    Parameters
+    ----------
+    X : ndarray, shape (n, d)
+        Samples in rows.
+    n_neighbors : int
+        k, the point itself included (2 <= k <= n).
+    random_state : int
+        Seed of the approximate searches.
+    method : str
+        The search of :func:`bigclust.algo.knn.knn_search`: ``"exact"``
+        (blocked GEMM), ``"approx"``, ``"ivf"`` or a library name (``"pynndescent"``,
+        ``"hnswlib"``, ``"faiss"``), or ``"auto"`` (exact while ``n^2 d`` is
+        small, see :data:`bigclust.algo.knn.EXACT_WORK_LIMIT`).
+    n_cells, n_probe : int
+        Cells and cells searched of ``method="ivf"`` (0: the default rule of :mod:`bigclust.algo.knn.ivf`).
 
-    Returns ``(indices int64, distances float64)``, each (n, k): row i is
-    ``i`` at distance 0, then its ``k - 1`` nearest other points by
-    increasing distance (a duplicate of i at distance 0 among them).
+    Returns
+    -------
+    indices : ndarray of int64, shape (n, k)
+        Row i is ``i``, then its ``k - 1`` nearest other points by increasing distance.
+    distances : ndarray of float64, shape (n, k)
+        Their Euclidean distances (0 first; a duplicate of i at distance 0 may follow).
     """
     from bigclust.algo.knn import check_method, knn_search
 
@@ -313,10 +358,6 @@ def knn_kernel(X, n_neighbors=15, gamma="median", *, random_state=0, dtype=np.fl
                return_gamma=False, n_cells=0, n_probe=0):
     """Gaussian weights on the symmetrised kNN graph, as CSR (self-loops kept).
 
-    The neighbours come from :func:`knn_graph` with ``method`` (exact or
-    approximate search, see :mod:`bigclust.algo.knn`); ``n_cells`` / ``n_probe``
-    are the cells of ``method = "ivf"`` (0: the default rule of :mod:`bigclust.algo.knn.ivf`).
-
     ``K_ij = exp(-||x_i - x_j||^2 / gamma)`` when j is among the k nearest
     neighbours of i or i among those of j, else 0; ``K_ii = 1``.  The weight
     is a function of the distance only, so the union of the two directed
@@ -324,10 +365,45 @@ def knn_kernel(X, n_neighbors=15, gamma="median", *, random_state=0, dtype=np.fl
     squared distance (the inverse of scikit-learn's rbf ``gamma``);
     ``"median"`` (the default, as ``[affinity] gamma``) takes the median squared distance over the kNN pairs (each
     point to its ``n_neighbors - 1`` nearest others, self-loops left out).
-    ``return_gamma``: return ``(K, gamma used)``.
-
     Warns when the graph has more than one connected component: spectral
     clustering then sees each component as at least one cluster.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix, shape (n, d)
+        Samples in rows.
+    n_neighbors : int, default 15
+        Neighbours per point, the point itself included.
+    gamma : float or "median", default "median"
+        Gaussian width, a squared distance.
+    random_state : int, default 0
+        Seed of the approximate searches.
+    dtype : numpy dtype
+        Type of the weights.
+    method : str, default "auto"
+        The neighbour search of :func:`knn_graph` (exact or approximate, see :mod:`bigclust.algo.knn`).
+    return_gamma : bool, default False
+        Also return the width used.
+    n_cells, n_probe : int, default 0
+        Cells of ``method="ivf"`` (0: the default rule of :mod:`bigclust.algo.knn.ivf`).
+
+    Returns
+    -------
+    K : scipy.sparse.csr_matrix, shape (n, n)
+        The symmetric kernel.
+    gamma : float
+        The width used (only with ``return_gamma=True``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bigclust.affinity import knn_kernel
+    >>> X = np.vstack([np.arange(6.0), np.zeros(6)]).T
+    >>> K, gamma = knn_kernel(X, n_neighbors=2, return_gamma=True)
+    >>> K.shape, K.nnz, gamma
+    ((6, 6), 16, 1.0)
+    >>> print(np.round(K[0].toarray(), 3))
+    [[1.    0.368 0.    0.    0.    0.   ]]
     """
     gamma = _check_gamma(gamma)
     Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
@@ -347,11 +423,32 @@ def _check_gamma(gamma):
 
 
 def kernel_from_neighbors(ind, dist, n_neighbors, gamma, *, dtype=np.float64, return_gamma=False):
-    """:func:`knn_kernel` from given neighbour lists ``ind`` / ``dist`` (n, k), each row's own point first.
+    """The kernel of :func:`knn_kernel` from given neighbour lists, each row's own point first.
 
     Used by :func:`knn_kernel` and by the chunked kNN stage (:mod:`bigclust.pipeline.stages.knn`),
-    which finds the neighbours chunk by chunk; ``gamma`` may be ``"median"``
-    (over the pairs given); warns as :func:`knn_kernel` does.
+    which finds the neighbours chunk by chunk; warns as :func:`knn_kernel` does.
+
+    Parameters
+    ----------
+    ind : ndarray of int, shape (n, k)
+        Neighbours of each row (as :func:`knn_graph` returns them).
+    dist : ndarray of float, shape (n, k)
+        Their distances.
+    n_neighbors : int
+        k, named in the messages.
+    gamma : float or "median"
+        Gaussian width; ``"median"``: over the pairs given.
+    dtype : numpy dtype
+        Type of the weights.
+    return_gamma : bool, default False
+        Also return the width used.
+
+    Returns
+    -------
+    K : scipy.sparse.csr_matrix, shape (n, n)
+        The symmetric kernel.
+    gamma : float
+        The width used (only with ``return_gamma=True``).
     """
     from scipy.sparse.csgraph import connected_components
 

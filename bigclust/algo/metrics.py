@@ -101,6 +101,13 @@ def accuracy(y_true, y_pred):
     Returns
     -------
     float in [0, 1]
+        The fraction of samples whose cluster is matched to their class.
+
+    Examples
+    --------
+    >>> from bigclust.metrics import accuracy
+    >>> accuracy([0, 0, 1, 1, 2, 2], [1, 1, 0, 0, 0, 2])
+    0.8333333333333334
     """
     table = contingency(y_true, y_pred)
     return _matched(table) / float(table.sum())
@@ -117,6 +124,7 @@ def error_rate(y_true, y_pred):
     Returns
     -------
     float in [0, 1]
+        The fraction of samples whose cluster is not matched to their class.
     """
     return 1.0 - accuracy(y_true, y_pred)
 
@@ -179,6 +187,7 @@ def nmi(y_true, y_pred, norm="sqrt"):
     Returns
     -------
     float in [0, 1]
+        1 for identical partitions, 0 for independent ones.
 
     Notes
     -----
@@ -187,6 +196,14 @@ def nmi(y_true, y_pred, norm="sqrt"):
     and the score is 1.0; if only one of them has a single group the mutual
     information is 0 and the score is 0.0 (for ``"sqrt"`` this defines 0/0
     as 0).  These are sklearn's conventions.
+
+    Examples
+    --------
+    >>> from bigclust.metrics import nmi
+    >>> nmi([0, 0, 1, 1], [5, 5, 7, 7])
+    1.0
+    >>> round(nmi([0, 0, 1, 1, 2, 2], [1, 1, 0, 0, 0, 2]), 4)
+    0.7403
     """
     _check_norm(norm)
     table = contingency(y_true, y_pred)

@@ -35,9 +35,18 @@ _STREAM_ERRORS = (EOFError, OSError, zlib.error)
 class DatasetInfo:
     """What is known about a data set before reading it.
 
-    ``n_features`` is -1 for text corpora, whose vocabulary is only known
-    after reading; ``files`` are relative to the data root (absolute for
-    `open_file`).
+    Parameters
+    ----------
+    name : str
+        The data set's name.
+    description : str
+        One line on what it is.
+    n_samples, n_features, n_classes : int
+        Its size; ``n_features`` is -1 for text corpora, whose vocabulary is only known after reading.
+    sparse : bool
+        Whether its rows are read as scipy.sparse matrices.
+    files : tuple of str
+        Its files, relative to the data root (absolute for `open_file`).
     """
 
     name: str
@@ -55,11 +64,13 @@ class Source:
     Parameters
     ----------
     info : DatasetInfo
+        What is known about the data set.
     blocks : callable
         ``blocks(hint_rows)`` returns an iterator of ``(X, y)`` blocks of any
         size, in the data set's fixed row order; ``hint_rows`` is the chunk
         size asked for, so readers can size their reads to it.
     feature_names, class_names : list of str or None
+        Names of the columns and of the classes, when known.
     """
 
     def __init__(self, info: DatasetInfo, blocks: Callable[[int], Iterator], *,

@@ -93,7 +93,13 @@ _BY_NAME = {spec.info.name: spec for spec in _TABLE}
 
 
 def list_datasets() -> list[DatasetInfo]:
-    """The `DatasetInfo` of every named data set, in table order."""
+    """List the named data sets.
+
+    Returns
+    -------
+    list of DatasetInfo
+        One per named data set, in table order.
+    """
     return [spec.info for spec in _TABLE]
 
 
@@ -105,7 +111,17 @@ def _spec(name) -> _Spec:
 
 
 def get_info(name: str) -> DatasetInfo:
-    """The `DatasetInfo` of the named data set.
+    """Describe the named data set.
+
+    Parameters
+    ----------
+    name : str
+        A name of :func:`list_datasets` (``bigclust data list``).
+
+    Returns
+    -------
+    DatasetInfo
+        What is known about it before reading it.
 
     Raises
     ------
@@ -116,7 +132,13 @@ def get_info(name: str) -> DatasetInfo:
 
 
 def default_root() -> Path:
-    """The data root: ``$BIGCLUST_DATA`` if set and not empty, else ``./data``."""
+    """Return the data root: ``$BIGCLUST_DATA`` if set and not empty, else ``./data``.
+
+    Returns
+    -------
+    Path
+        The folder the named data sets' files are looked for in.
+    """
     env = os.environ.get("BIGCLUST_DATA", "").strip()
     return Path(env).expanduser() if env else Path.cwd() / "data"
 
@@ -127,6 +149,18 @@ def open_dataset(name: str, root=None) -> Source:
     Nothing is read yet except the check that every file exists; a text
     corpus is read and vectorised on first use of its chunks, vocabulary or
     class names.
+
+    Parameters
+    ----------
+    name : str
+        A name of :func:`list_datasets`.
+    root : str or Path, optional
+        The folder holding the data set's files.
+
+    Returns
+    -------
+    Source
+        The data set, read in row chunks.
 
     Raises
     ------
@@ -302,6 +336,7 @@ def open_file(path, fmt: str | None = None, label_column: int | str | None = -1,
     Parameters
     ----------
     path : str or Path
+        The file.
     fmt : {"npy", "npz", "csv", "svmlight", "mat"} or None
         None: from the extension: ``.npy``; ``.npz``; ``.csv``, ``.txt``,
         ``.data``, ``.dat``; ``.svm``, ``.libsvm``, ``.svmlight``; ``.mat``.
@@ -309,7 +344,8 @@ def open_file(path, fmt: str | None = None, label_column: int | str | None = -1,
     label_column : int, str or None
         For csv and npy, the column holding the label (negative counts from
         the end), or for a csv with a header line the column's name; None: no
-        labels, every row has y = -1.  A .npz holds arrays ``X`` and
+        labels, every row has y = -1 (svmlight too: its label fields are
+        ignored, placeholders of unlabelled documents).  A .npz holds arrays ``X`` and
         (optionally) ``y``; a .mat holds ``X``/``y`` or ``fea``/``gnd``.
     header : bool or "auto"
         csv only: whether the first line holds column names.  ``"auto"``
@@ -379,7 +415,8 @@ def open_file(path, fmt: str | None = None, label_column: int | str | None = -1,
         X, keys = read_svmlight(path)
         if X.nnz >= 0.5 * X.shape[0] * X.shape[1]:
             X = X.toarray()
-        src = _in_memory(path, fmt, X, keys)
+        # the format has a label field on every line, a placeholder in unlabelled documents: None drops it
+        src = _in_memory(path, fmt, X, keys if label_column is not None else None)
     else:
         src = _in_memory(path, fmt, *read_mat(path))
     warn_implausible_labels(path, src.class_names, src.info.n_samples)

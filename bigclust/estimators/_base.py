@@ -25,7 +25,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 
-from bigclust._util.errors import UserError
+from bigclust._util.errors import DISK_ERRNOS, StoreError, UserError, disk_oserror
 from bigclust.estimators import _params
 from bigclust.estimators._data import (_check_X, _expand_rows, _expand_square, drop_zero_rows, array_source,
                                        in_estimator_words, warnings_at_caller)
@@ -213,17 +213,23 @@ def _run(raw_config: dict, X, scheduler, y, fetch: dict) -> FitResult:
     from bigclust.pipeline.runner import Runner, dask_client, instances
     from bigclust.pipeline.store import Store, read_matrix
 
-    folder = tempfile.mkdtemp(prefix="bigclust-fit-")
+    folder = None
     try:
+        folder = tempfile.mkdtemp(prefix="bigclust-fit-")
         cfg = from_dict(raw_config, "<estimator>")
         (point,) = list(cfg.points())
         # sizes that would reach one huge allocation (n_init = 1e9): refused as the pipeline refuses them
         check_allocations(cfg, point, X.shape[0], X.shape[1], point["cluster"]["n_clusters"])
+        method = get_method(cfg.methods[0])
+        if method.check is not None:
+            # the family's checks of what n and max_memory allow (a solver that cannot stream a kernel beyond
+            # it), as check_sizes calls them before a run's ingest; X's width as unknown (-1): the estimator
+            # checks it itself (_check_data), in its own words and alike for n_clusters=1
+            method.check(method.make(point[method.name]), point, X.shape[0], -1)
         store = Store(f"{folder}/store.zarr", owner={"array": "estimator"})
         with dask_client(scheduler) as client:
             runner = Runner(cfg, store, client, force=False, log=lambda msg: None)
             runner.source = array_source(X, point["data"]["chunk_rows"], y)
-            method = get_method(cfg.methods[0])
             rec, (stage, key) = runner.run_instance(method, instances(cfg, [point], method)[0])
         g = store.open(stage, key)
         best = int(g.attrs.get("best", 0))
@@ -239,8 +245,34 @@ def _run(raw_config: dict, X, scheduler, y, fetch: dict) -> FitResult:
                 if name in gs and _fits_memory(gs[name], cfg.max_memory):
                     res.fetched.setdefault(st, {})[name] = read_matrix(gs, name)
         return res
+    except UserError:
+        raise
+    except Exception as exc:   # a full or read-only TMPDIR: one line (in the estimator's name, by fit)
+        err = _tmp_disk_error(exc, folder)
+        if err is None:
+            raise
+        raise err from exc
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _tmp_disk_error(exc, folder):
+    """The one-line StoreError for a disk-full / read-only / over-quota error behind ``exc`` in the fit's
+    temporary store (:func:`bigclust._util.errors.disk_oserror` finds it behind zarr's and Dask's wrappers),
+    or None: the pipeline's advice (``store du``, ``[store] path``) means nothing to an estimator's user,
+    whose way out is room in the temporary folder or another one (``TMPDIR``)."""
+    import errno
+    import os
+
+    e = disk_oserror(exc)
+    if e is None:
+        return None
+    where = os.path.dirname(folder) if folder else tempfile.gettempdir()
+    todo = ("make it writable or set TMPDIR to a writable folder" if e.errno == errno.EROFS
+            else "free space there or set TMPDIR to a folder with more room")
+    what = DISK_ERRNOS.get(e.errno, os.strerror(e.errno))
+    return StoreError(f"{what} writing the fit's temporary store in {where} (TMPDIR): {todo}")
 
 
 def _fits_memory(node, max_memory: int) -> bool:

@@ -85,7 +85,11 @@ def check(est, name: str, spec: Key | NoneMeans):
     if isinstance(v, np.generic):
         v = v.item()                       # 2.0, not np.float64(2.0), in the value and in the message
     types = key.type if isinstance(key.type, tuple) else (key.type,)
-    if not _fits(v, types) or (key.check is not None and not key.check(v)):
+    try:
+        bad = not _fits(v, types) or (key.check is not None and not key.check(v))
+    except UserError as e:   # a check that says what is wrong (a table of augmentations: which transform)
+        raise UserError(f"{type(est).__name__}: {name}: {e}") from None
+    if bad:
         what = f"{_WORDS.get(key.type, '')} {key.expect}".strip()
         raise UserError(f"{type(est).__name__}: {name} must be {what}, got {v!r}")
     if v is None and isinstance(spec, NoneMeans):

@@ -309,6 +309,7 @@ def ncw_weights(X, *, kernel="linear"):
     Returns
     -------
     ndarray of float64, shape (n,)
+        The weights ``d^(-1/2)``.
 
     Raises
     ------
@@ -390,14 +391,17 @@ def bilinear_nmf(X, n_components, *, kernel="linear", init="random", n_init=10, 
     n_components : int
         Number of clusters k (``k <= n``).
     kernel : {"linear", "precomputed"}
+        What X is: documents, or the kernel K itself.
     init : "random" or tuple (W0, V0)
         ``"random"``: ``|N(0, 1)|`` factors, V scaled by the best scalar for
         the pair.  A tuple: explicit (n, k) factors (or with a leading n_init axis).
-    n_init, max_iter, tol, random_state, return_info
+    n_init, max_iter, tol, random_state : int, int, float, int or None
         As in :func:`linear_nmf`.
     ncw : bool
         Normalised-cut weighting: factorise ``D^(-1/2) K D^(-1/2)``, ``d = K 1``
         (``X (X^T 1)`` for the linear kernel), applied inside the products.
+    return_info : bool
+        Also return an :class:`NMFInfo`.
 
     Returns
     -------
@@ -410,6 +414,13 @@ def bilinear_nmf(X, n_components, *, kernel="linear", init="random", n_init=10, 
     info : NMFInfo
         Only with ``return_info=True``; ``method`` says which rules ran.
 
+    Raises
+    ------
+    DataError
+        Non-finite input, a non-symmetric kernel, an all-zero document (row of
+        K or X), ``n_components > n``, (with ``ncw``) a degree ``d_i <= 0``, or
+        an indefinite kernel on which the iteration diverges.
+
     Notes
     -----
     A kernel with any negative entry gets the split rules (3-12, 3-14),
@@ -417,13 +428,6 @@ def bilinear_nmf(X, n_components, *, kernel="linear", init="random", n_init=10, 
     non-increasing under both and bounded below for a positive semidefinite
     kernel; for an indefinite kernel it may fall below zero (a warning says
     so) or diverge (a DataError).
-
-    Raises
-    ------
-    DataError
-        Non-finite input, a non-symmetric kernel, an all-zero document (row of
-        K or X), ``n_components > n``, (with ``ncw``) a degree ``d_i <= 0``, or
-        an indefinite kernel on which the iteration diverges.
     """
     op = _kernel_op(X, kernel)
     n = op.n

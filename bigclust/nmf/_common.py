@@ -25,7 +25,7 @@ class NMFConvergenceWarning(ConvergenceWarning):
 class NMFInfo:
     """What an NMF (or kernel k-means) run did.
 
-    Attributes
+    Parameters
     ----------
     objective : ndarray of float64
         Objective of the best restart: value at the initialisation, then after

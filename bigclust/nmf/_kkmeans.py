@@ -106,12 +106,14 @@ def kernel_kmeans_streamed(read_block, block_bounds, n_clusters, *, n_init=10, m
         Increasing row bounds starting at 0; the last one is n.
     n_clusters : int
         k, ``2 <= k <= n``.
-    n_init, max_iter, random_state, return_info
+    n_init, max_iter : int
         As in :func:`bigclust.nmf.kernel_kmeans`; all restarts share each pass.
     init : {"k-means++", "random"} or int array (n_init, k)
         As in :func:`bigclust.nmf.kernel_kmeans`.  k-means++ reads K once per
         seed point (k passes in all, the first also validates K); uniform or
         explicit seeds one pass.
+    random_state : int, RandomState or None
+        As in :func:`bigclust.nmf.kernel_kmeans`.
     ncw : bool
         Cluster on ``D^(-1/2) K D^(-1/2)``, ``d = K 1`` (the degrees come from
         the validation pass; the weights are applied inside the block kernel).
@@ -119,11 +121,15 @@ def kernel_kmeans_streamed(read_block, block_bounds, n_clusters, *, n_init=10, m
         ``map_blocks(fn, args_list)`` returns ``fn(*args)`` for each args in
         order (e.g. :func:`bigclust.algo.blocks.task_mapper`); default: here, one
         block at a time (one block of K in memory, plus F of every restart).
+    return_info : bool
+        Also return an :class:`NMFInfo`.
 
     Returns
     -------
     labels : ndarray of int32, shape (n,)
+        Cluster of each row of K (the best restart's).
     objective : float
+        The best restart's kernel k-means objective.
     info : NMFInfo
         Only with ``return_info=True``; ``extra["labels_all"]`` holds every
         restart's labels, ``extra["history"]`` the objective after every

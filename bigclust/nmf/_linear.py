@@ -216,6 +216,18 @@ def linear_nmf(X, n_components, *, solver="mu", init="random", n_init=10, max_it
         or ``n_components > n``.
     UserError
         A parameter out of range.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bigclust.nmf import linear_nmf
+    >>> X = np.array([[3.0, 2.0, 0.0, 0.0], [2.0, 3.0, 0.0, 0.0], [4.0, 4.0, 0.0, 1.0],
+    ...               [0.0, 0.0, 3.0, 2.0], [0.0, 1.0, 2.0, 3.0], [0.0, 0.0, 4.0, 4.0]])
+    >>> labels, U, V = linear_nmf(X, 2, n_init=3, max_iter=200, random_state=0)
+    >>> bool(len(set(labels[:3])) == len(set(labels[3:])) == 1 and labels[0] != labels[3])
+    True
+    >>> U.shape, V.shape, np.round(np.linalg.norm(U, axis=0), 6).tolist()
+    ((4, 2), (6, 2), [1.0, 1.0])
     """
     from bigclust.nmf._bilinear import ncw_weights
 
@@ -280,16 +292,20 @@ def linear_nmf_streamed(read_block, block_bounds, n_features, n_components, *, s
         Increasing row bounds starting at 0; the last one is n.
     n_features : int
         m, the number of columns of X.
-    n_components, solver, n_init, max_iter, tol, random_state, return_info
+    n_components, solver : int, {"mu", "hals"}
         As in :func:`linear_nmf`.  V (n x k per restart) is held in memory.
     init : "random" or tuple (U0, V0)
         ``"nndsvd"`` needs the whole X and is not offered here.
+    n_init, max_iter, tol, random_state : int, int, float, int or None
+        As in :func:`linear_nmf`.
     map_blocks : callable or None
         ``map_blocks(fn, args_list)`` returns an iterable of ``fn(*args)`` for
         each ``args`` in order, e.g. Dask tasks.  ``fn`` is a module-level
         function (picklable); the default runs the blocks here, one at a time.
         ``fn`` calls the parallel (prange) kernels: run as tasks, give each
         worker one Numba thread (one level of parallelism: tasks or threads, not both).
+    return_info : bool
+        Also return an :class:`NMFInfo`.
 
     Returns
     -------

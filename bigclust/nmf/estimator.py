@@ -22,6 +22,7 @@ class NMFClustering(PipelineEstimator):
     Parameters
     ----------
     n_clusters : int, default=8
+        Number of clusters, the rank k of the factorisation.
     model : {"linear", "bilinear"}, default="linear"
         ``linear``: ``X ~ V U^T`` (U: terms x k, V: documents x k);
         ``bilinear``: concept factorisation ``X ~ X W V^T`` on ``kernel``.
@@ -42,11 +43,15 @@ class NMFClustering(PipelineEstimator):
     n_init : int, default=10
         Restarts; the lowest objective wins.
     max_iter : int, default=500
+        Iterations per restart.
     tol : float, default=1e-5
         Relative objective change to stop at.
     random_state : int, RandomState or None
+        Seeds the restarts.
     max_memory : str or int, default="4GB"
+        Budget that decides in memory vs out of core, as in :class:`SpectralClustering`.
     scheduler : str or None
+        A ``dask.distributed`` scheduler's address, as in :class:`SpectralClustering`.
     feature_names : sequence of str or None, default=None
         The name of each column of X (a vectorizer's ``get_feature_names_out()``): ``top_terms_`` says what
         each cluster is about.
@@ -78,8 +83,20 @@ class NMFClustering(PipelineEstimator):
     n_features_in_ : int
 
     With ``n_clusters=1`` every label is 0, the factors are None and ``objective_`` is NaN.
+
     Out of core (X beyond ``max_memory``) the linear model takes ``init="random"`` without ``ncw``;
     the bilinear model streams a dense kernel's rows, and with the linear kernel needs X in memory.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bigclust import NMFClustering
+    >>> from bigclust.metrics import accuracy
+    >>> X = np.array([[3, 2, 0, 0], [2, 3, 0, 0], [4, 4, 0, 1],
+    ...               [0, 0, 3, 2], [0, 1, 2, 3], [0, 0, 4, 4]], dtype=float)
+    >>> model = NMFClustering(n_clusters=2, max_iter=200, random_state=0).fit(X)
+    >>> accuracy([0, 0, 0, 1, 1, 1], model.labels_), model.components_.shape
+    (1.0, (2, 4))
     """
 
     def __init__(self, n_clusters=8, *, model="linear", kernel="linear", gamma="median", n_neighbors=15, ncw=False,
@@ -142,7 +159,13 @@ class NMFClustering(PipelineEstimator):
         ----------
         X : array-like, scipy.sparse matrix or dask.array, shape (n_samples, n_features)
             Non-negative for the linear model.
-        y : ignored
+        y : None
+            Ignored (scikit-learn's convention).
+
+        Returns
+        -------
+        self
+            The fitted estimator.
         """
         from bigclust.report.terms import feature_names, fitted_top_terms
         if hasattr(X, "shape") and len(X.shape) == 2:

@@ -18,7 +18,22 @@ def draw_seeds(random_state, size):
 
 
 def random_factors(seed, shapes, scale):
-    """Factors ``scale * |N(0, 1)|`` of the given shapes, in order, from one seeded stream."""
+    """Draw factors ``scale * |N(0, 1)|`` of the given shapes, in order, from one seeded stream.
+
+    Parameters
+    ----------
+    seed : int
+        Seed of the stream.
+    shapes : sequence of tuple of int
+        Shape of each factor.
+    scale : float
+        Factor of every entry.
+
+    Returns
+    -------
+    list of ndarray
+        One non-negative array per shape.
+    """
     rng = np.random.default_rng(int(seed))
     return [scale * np.abs(rng.standard_normal(s)) for s in shapes]
 

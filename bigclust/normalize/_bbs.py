@@ -82,7 +82,10 @@ def bbs(K, solver="dual", n_iter=1000, tol=None, *, y=None, record_every=0, retu
 
     Returns
     -------
-    G : ndarray, or CSR sparse matrix on K's pattern, or ``(G, info)``.
+    G : ndarray, or CSR sparse matrix on K's pattern
+        The bi-stochastic matrix.
+    info : NormalizeInfo
+        What the solver did (only with ``return_info=True``).
 
     Raises
     ------
@@ -91,6 +94,19 @@ def bbs(K, solver="dual", n_iter=1000, tol=None, *, y=None, record_every=0, retu
         pattern or an empty row.
     UserError
         Unknown solver, bad ``n_iter`` / ``tol`` / ``dtype``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bigclust.normalize import bbs
+    >>> K = np.array([[1.0, 0.8, 0.1], [0.8, 1.0, 0.2], [0.1, 0.2, 1.0]])
+    >>> G, info = bbs(K, return_info=True)
+    >>> print(np.round(G.sum(axis=1), 6), info.converged)
+    [1. 1. 1.] True
+    >>> print(np.round(G, 3))
+    [[0.6 0.4 0. ]
+     [0.4 0.6 0. ]
+     [0.  0.  1. ]]
     """
     if solver not in SOLVERS:
         raise UserError(f"unknown BBS solver {solver!r} (choose from {', '.join(SOLVERS)})")
@@ -131,11 +147,23 @@ METHODS = {"ra": ra, "ncut": ncut, "sk": sinkhorn, "sinkhorn": sinkhorn, "bbs": 
 
 
 def normalize(K, method, **params):
-    """Dispatch by name, for the pipeline: ``"ra"``, ``"ncut"``, ``"sk"`` (``"sinkhorn"``), ``"bbs"``.
+    """Normalise K by the method's name, for the pipeline: ``"ra"``, ``"ncut"``, ``"sk"``, ``"bbs"``.
 
-    ``params`` go to the named function unchanged (``y``, ``record_every`` and
-    ``return_info`` are accepted by all of them); an unknown method or a
-    parameter the method does not take raises :class:`~bigclust._util.errors.UserError`.
+    Parameters
+    ----------
+    K : ndarray or scipy.sparse matrix, shape (n, n)
+        The kernel.
+    method : {"ra", "ncut", "sk", "sinkhorn", "bbs"}
+        The normalisation (``"sk"`` and ``"sinkhorn"`` are one).
+    **params
+        Go to the named function unchanged (``y``, ``record_every`` and ``return_info`` are accepted by all of
+        them); an unknown method or a parameter the method does not take raises
+        :class:`~bigclust._util.errors.UserError`.
+
+    Returns
+    -------
+    P or (P, info)
+        What the named function returns.
     """
     try:
         fn = METHODS[method]

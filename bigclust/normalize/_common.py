@@ -25,7 +25,7 @@ class NormalizeConvergenceWarning(ConvergenceWarning):
 class NormalizeInfo:
     """What a normaliser did.
 
-    Attributes
+    Parameters
     ----------
     n_iter : int
         Iterations performed (passes over K for alternating / Dykstra /
@@ -46,7 +46,7 @@ class NormalizeInfo:
     mu : ndarray or None
         Dual variable of the exact BBS solution, ``G = max(K + mu 1^T + 1 mu^T, 0)``,
         or the Sinkhorn scaling ``d`` (``P = diag(d) K diag(d)``).
-    alpha, alpha_history, objective_history
+    alpha, alpha_history, objective_history : ndarray or list, optional
         MBBS kernel weights, their trajectory and the objective after every
         outer iteration.
     n_inner : int

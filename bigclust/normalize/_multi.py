@@ -42,6 +42,16 @@ def project_simplex(v):
     With ``u`` sorted decreasingly and ``rho`` the largest ``j`` with
     ``u_j - (sum_{k<=j} u_k - 1) / j > 0``, the projection is
     ``max(v - theta, 0)``, ``theta = (sum_{k<=rho} u_k - 1) / rho``.
+
+    Parameters
+    ----------
+    v : array-like
+        A non-empty finite vector.
+
+    Returns
+    -------
+    ndarray of float64
+        The projection, flattened.
     """
     v = np.asarray(v, dtype=np.float64).ravel()
     if v.size == 0 or not np.all(np.isfinite(v)):
@@ -157,7 +167,10 @@ def mbbs(Ks, lam=1.0, n_outer=20, solver="dual", n_iter=100, tol=1e-6, return_in
 
     Returns
     -------
-    G : ndarray or sparse CSR, or ``(G, info)``.
+    G : ndarray or sparse CSR
+        The bi-stochastic matrix.
+    info : NormalizeInfo
+        Only with ``return_info=True`` (``info.alpha`` holds the kernel weights).
     """
     if isinstance(Ks, (np.ndarray, sp.spmatrix, sp.sparray)) or not isinstance(Ks, Sequence) or not Ks:
         raise UserError("mbbs needs a non-empty list of kernel matrices")

@@ -71,12 +71,16 @@ def quality(P, y):
     Parameters
     ----------
     P : ndarray or scipy.sparse matrix, shape (n, n)
+        A normalised kernel.
     y : array-like, shape (n,)
         True class labels.
 
     Returns
     -------
-    (MB, MC) : tuple of float
+    MB : float
+        Bi-stochasticity (Eq. 32).
+    MC : float
+        Clustering potential (Eq. 33).
     """
     if not sp.issparse(P):
         P = np.asarray(P)

@@ -178,7 +178,23 @@ def sinkhorn(K, n_iter=1000, tol=None, *, y=None, record_every=0, return_info=Fa
 
     Returns
     -------
-    P : same kind as K (float32 stays float32), or ``(P, info)``.
+    P : ndarray or scipy.sparse matrix
+        Same kind as K (float32 stays float32).
+    info : NormalizeInfo
+        Only with ``return_info=True``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bigclust.normalize import sinkhorn
+    >>> K = np.array([[1.0, 0.8, 0.1], [0.8, 1.0, 0.2], [0.1, 0.2, 1.0]])
+    >>> P = sinkhorn(K, tol=1e-12)
+    >>> print(np.round(P.sum(axis=1), 6))
+    [1. 1. 1.]
+    >>> print(np.round(P, 3))
+    [[0.532 0.402 0.066]
+     [0.402 0.474 0.124]
+     [0.066 0.124 0.81 ]]
     """
     if variant not in ("symmetric", "alternating"):
         raise UserError(f"sinkhorn variant must be 'symmetric' or 'alternating', got {variant!r}")
@@ -199,9 +215,37 @@ def ncut(K, n_iter=1, *, y=None, record_every=0, return_info=False):
 
     ``n_iter > 1`` is the iterated Ncut of Zass and Shashua, which tends to a
     bi-stochastic matrix; it is exactly the symmetric Sinkhorn iteration
-    (module docstring), so it shares that code path.  K must be symmetric and
-    finite with positive row sums (and ``K >= 0`` when ``n_iter > 1``).
-    Returns P (same kind as K), or ``(P, info)``.
+    (module docstring), so it shares that code path.
+
+    Parameters
+    ----------
+    K : ndarray or scipy.sparse matrix, shape (n, n)
+        Symmetric and finite with positive row sums (and ``K >= 0`` when ``n_iter > 1``).
+    n_iter : int, default 1
+        Number of times the scaling is applied.
+    y : array-like, optional
+        Class labels for the MC history.
+    record_every : int
+        Record ``(iteration, MB, MC)`` every that many iterations (0: never).
+    return_info : bool
+        Also return a :class:`NormalizeInfo` (``info.mu`` holds the scaling).
+
+    Returns
+    -------
+    P : ndarray or scipy.sparse matrix
+        Same kind as K.
+    info : NormalizeInfo
+        Only with ``return_info=True``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bigclust.normalize import ncut
+    >>> K = np.array([[1.0, 1.0, 0.0], [1.0, 1.0, 2.0], [0.0, 2.0, 2.0]])
+    >>> print(np.round(ncut(K), 3))
+    [[0.5   0.354 0.   ]
+     [0.354 0.25  0.5  ]
+     [0.    0.5   0.5  ]]
     """
     n_iter = check_int("n_iter", n_iter, 1)
     op, codes = _prepare(K, "Ncut", n_iter > 1, y, "Ncut's D^{-1/2} needs positive row sums")
@@ -214,8 +258,21 @@ def ncut(K, n_iter=1, *, y=None, record_every=0, return_info=False):
 def ra(K, *, y=None, record_every=0, return_info=False):
     """Ratio association: K itself, unnormalised (for uniform dispatch).
 
-    ``y`` and ``record_every`` are accepted for the uniform call signature and
-    ignored (there are no iterations).  ``info.row_err`` is K's own row-sum error.
+    Parameters
+    ----------
+    K : ndarray or scipy.sparse matrix, shape (n, n)
+        The kernel, returned as it is.
+    y, record_every : optional
+        Accepted for the uniform call signature and ignored (there are no iterations).
+    return_info : bool
+        Also return a :class:`NormalizeInfo`; its ``row_err`` is K's own row-sum error.
+
+    Returns
+    -------
+    K : ndarray or scipy.sparse matrix
+        K itself.
+    info : NormalizeInfo
+        Only with ``return_info=True``.
     """
     if not return_info:
         return K
@@ -225,9 +282,26 @@ def ra(K, *, y=None, record_every=0, return_info=False):
 
 
 def rc(K, *, y=None, record_every=0, return_info=False):
-    """Ratio cut (paper 001's RC): ``P = A - D``, D = diag(A 1), whose *largest* eigenvectors are the
-    *smallest* of the unnormalised Laplacian ``L = D - A`` (so the spectral step is the same as for
-    every other normalisation).  Same kind as K (dense or CSR); ``y``/``record_every`` as in :func:`ra`.
+    """Ratio cut (paper 001's RC): ``P = K - D``, ``D = diag(K 1)``.
+
+    The *largest* eigenvectors of P are the *smallest* of the unnormalised Laplacian ``L = D - K``, so the
+    spectral step is the same as for every other normalisation.
+
+    Parameters
+    ----------
+    K : ndarray or scipy.sparse matrix, shape (n, n)
+        The kernel, with finite row sums.
+    y, record_every : optional
+        As in :func:`ra`: ignored.
+    return_info : bool
+        Also return a :class:`NormalizeInfo`.
+
+    Returns
+    -------
+    P : ndarray or scipy.sparse.csr_matrix
+        Same kind as K (dense or CSR), float64.
+    info : NormalizeInfo
+        Only with ``return_info=True``.
     """
     d = np.asarray(K.sum(axis=1), dtype=np.float64).ravel()
     if not np.all(np.isfinite(d)):

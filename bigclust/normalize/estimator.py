@@ -38,9 +38,6 @@ class SpectralClustering(PipelineEstimator):
         kNN pairs); ``gamma_`` holds the value used.
     n_neighbors : int, default=15
         Neighbours per point for ``affinity="knn"``.
-    knn : {"auto", "exact", "approx", "pynndescent", "hnswlib", "faiss"}, default="auto"
-        How ``affinity="knn"`` finds the neighbours (:mod:`bigclust.algo.knn`): exact blocked
-        search, an approximate library, or ``"auto"`` (exact while ``n^2 d`` is small).
     normalization : {"bbs", "sk", "ncut", "ra", "rc"}, default="bbs"
         ``bbs``: Euclidean bi-stochastic projection; ``sk``: Sinkhorn-Knopp;
         ``ncut``: ``D^-1/2 K D^-1/2``; ``ra``: K itself; ``rc``: ratio cut (``K - D``).
@@ -64,11 +61,16 @@ class SpectralClustering(PipelineEstimator):
     max_iter : int, default=300
         Lloyd iterations per restart.
     eigensolver : {"auto", "eigh", "eigsh", "lobpcg", "amg"}, default="auto"
+        Eigensolver of the embedding; ``"auto"`` chooses by size and sparsity.
     random_state : int, RandomState or None, default=None
+        Seeds the k-means restarts (and the samples of the median rule and of approximate kNN).
     max_memory : str or int, default="4GB"
         Budget that decides in memory vs out of core (``"512MB"``, bytes).
     scheduler : str or None, default=None
         ``None``: this process; ``"tcp://HOST:PORT"``: a ``dask.distributed`` scheduler.
+    knn : {"auto", "exact", "approx", "pynndescent", "hnswlib", "faiss"}, default="auto"
+        How ``affinity="knn"`` finds the neighbours (:mod:`bigclust.algo.knn`): exact blocked
+        search, an approximate library, or ``"auto"`` (exact while ``n^2 d`` is small).
     feature_names : sequence of str or None, default=None
         The name of each column of X (a vectorizer's ``get_feature_names_out()``): ``top_terms_`` says what
         each cluster is about.
@@ -94,6 +96,18 @@ class SpectralClustering(PipelineEstimator):
         what the cluster is about); None when no feature names are known (``feature_names``, or a
         DataFrame's columns).
     n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bigclust import SpectralClustering
+    >>> from bigclust.metrics import accuracy
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([rng.normal(c, 0.3, size=(10, 2)) for c in (0.0, 3.0, 6.0)])
+    >>> y = np.repeat([0, 1, 2], 10)
+    >>> model = SpectralClustering(n_clusters=3, random_state=0).fit(X)
+    >>> accuracy(y, model.labels_), model.embedding_.shape
+    (1.0, (30, 3))
     """
 
     def __init__(self, n_clusters=8, *, affinity="gaussian", gamma="median", n_neighbors=15, normalization="bbs",
@@ -116,6 +130,7 @@ class SpectralClustering(PipelineEstimator):
                 "feature_names": own_key(NAMES_TYPES, names_ok, NAMES_EXPECT)}
 
     _fetch = {"affinity": ("K",), "embed": ("E",)}
+    _config_words = (('[affinity] kind = "knn"', 'affinity="knn"'),)   # the way out of a dense kernel's size
 
     def _sections(self, p, y):
         norm = p["normalization"]
@@ -133,7 +148,20 @@ class SpectralClustering(PipelineEstimator):
         }
 
     def fit(self, X, y=None):
-        """Cluster X (see the class); ``top_terms_`` when feature names are known."""
+        """Cluster X (see the class); ``top_terms_`` when feature names are known.
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix or dask.array of shape (n_samples, n_features)
+            The samples.
+        y : None
+            Ignored (scikit-learn's convention).
+
+        Returns
+        -------
+        self
+            The fitted estimator.
+        """
         from bigclust.report.terms import feature_names, fitted_top_terms
         if hasattr(X, "shape") and len(X.shape) == 2:
             feature_names(self, X.shape[1])       # a wrong count is said before the fit, not after

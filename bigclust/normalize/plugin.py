@@ -118,6 +118,36 @@ def mbbs_memory(Ks, p, y):
     return P, info
 
 
+# -- checks before any work (Method.check) ------------------------------------------------------------
+
+
+def check_bbs(p, point, n, d):
+    """A BBS solver that cannot stream, on a dense kernel that will not fit ``[store] max_memory``: refused
+    before any work, as ``pipeline validate`` (a registered data set) and ``run`` (before ingest) call it
+    through :func:`bigclust.pipeline.checks.check_sizes`, and the estimator before its fit.
+
+    Otherwise the embed stage (:func:`bbs_ooc`) would refuse it only after the n x n kernel was built.  Not
+    said here: a budget too small for any solver (``check_sizes`` says that one), and the subset protocol,
+    whose kernels are of the drawn classes only (their size unknown until the labels are read).
+    """
+    import numpy as np
+
+    from bigclust._util.plan import format_bytes, min_budget, normalize_plan, parse_bytes
+
+    a = point["affinity"]
+    if p.solver == "alternating" or a["kind"] == "knn" or point["evaluate"]["protocol"] == "subsets":
+        return
+    itemsize, budget = np.dtype(a["dtype"]).itemsize, parse_bytes(point["store"]["max_memory"])
+    plan = normalize_plan(n, itemsize, budget)
+    if plan.in_memory or min_budget(n, itemsize) > budget:
+        return
+    raise UserError(f'[bbs] solver = "{p.solver}" needs the n={n} dense kernel and its iterate in memory '
+                    f"({format_bytes(2 * n * n * itemsize)}), more than [store] max_memory="
+                    f"{point['store']['max_memory']!r} ({format_bytes(budget)}), and out of core only the "
+                    'alternating solver streams: set [bbs] solver = "alternating", or raise [store] max_memory '
+                    'or use [affinity] kind = "knn"')
+
+
 # -- out of core: K stays in zarr ------------------------------------------------------------------
 
 
@@ -349,7 +379,7 @@ register(Method("sk", SKParams, SPECTRAL, "Sinkhorn-Knopp bi-stochastic scaling 
                 moved={_N_ITER: "n_iter", _TOL: "tol", _RECORD: "record_every"},
                 hashed_unused=True))
 register(Method("bbs", BBSParams, SPECTRAL, "Euclidean bi-stochastic projection (paper 000)",
-                normalize=bbs_memory, normalize_ooc=bbs_ooc, default=True, papers={"000": "bbs"},
+                normalize=bbs_memory, normalize_ooc=bbs_ooc, check=check_bbs, default=True, papers={"000": "bbs"},
                 moved={_N_ITER: "n_iter", _TOL: "tol", ("method", "solver"): "solver", _RECORD: "record_every"},
                 hashed_unused=True))
 register(Method("mbbs", MBBSParams, SPECTRAL, "BBS of learnt weights over the kernels of a gamma sweep",

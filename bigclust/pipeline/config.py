@@ -26,7 +26,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bigclust._util.errors import ConfigError
+from bigclust._util.errors import ConfigError, UserError
 from bigclust._util.hashing import stable_hash
 from bigclust._util.plan import parse_bytes
 from bigclust.pipeline import methods
@@ -119,7 +119,11 @@ def _check_value(where, spec: Key, value):
         raise ConfigError(f"{where}: expected {_type_name(t)}, got {value!r}")
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{where}: expected a finite number, got {value!r}")
-    if spec.check is not None and not spec.check(value):
+    try:
+        ok = spec.check is None or spec.check(value)
+    except UserError as e:   # a check that says what is wrong (a table of augmentations: which transform)
+        raise ConfigError(f"{where}: {e}") from None
+    if not ok:
         raise ConfigError(f"{where}: expected {spec.expect}, got {value!r}")
     return value
 
@@ -232,7 +236,8 @@ def from_dict(raw: dict, path: Path | str = "<config>") -> Config:
                 if not value:
                     raise ConfigError(f"{where}: an empty list sweeps nothing")
                 value = [_check_value(f"{where}[{i}]", spec, v) for i, v in enumerate(value)]
-                if len(set(value)) != len(value):
+                # a table (an augmentation's description) is compared by its content
+                if len({stable_hash(v) if isinstance(v, dict) else v for v in value}) != len(value):
                     raise ConfigError(f"{where}: repeated values in sweep {value!r}")
                 sweeps[(sec, key)] = value
             else:

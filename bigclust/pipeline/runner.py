@@ -3,12 +3,10 @@
 The Dask client is :mod:`bigclust.pipeline.scheduler`, the checks made before any work
 :mod:`bigclust.pipeline.checks`, paper 001's subset protocol :mod:`bigclust.pipeline.subsets`.
 
-``run(config)`` validates everything first, then walks the sweep grid.  Each
-(method, parameter point) needs a chain of stage instances
-(ingest → preprocess → affinity → embed → cluster); every instance is keyed by
-a hash of its parameters and its inputs' keys, so one that is already in the
-store is skipped ("resume"), and changing a sweep value recomputes only the
-stages downstream of it.
+``run(config)`` validates everything first, then walks the sweep grid.  Each (method, parameter point) needs a
+chain of stage instances (ingest → preprocess → affinity → embed → cluster); every instance is keyed by a hash of
+its parameters and its inputs' keys, so one that is already in the store is skipped ("resume"), and changing a
+sweep value recomputes only the stages downstream of it.
 """
 from __future__ import annotations
 
@@ -43,11 +41,10 @@ def log(msg: str):
 class Runner:
     """Runs the chain of stages of each method instance against one store.
 
-    One generic loop (:meth:`run_instance`): ingest and preprocess the data
-    of the instance's config point, then for each stage the method chains
-    (:data:`bigclust.pipeline.methods.REGISTRY`), build the stage's parameter
-    dataclasses (:data:`bigclust.pipeline.stages.STAGES`), and run each instance unless
-    its key is already in the store.
+    One generic loop (:meth:`run_instance`): ingest and preprocess the data of the instance's config point,
+    then for each stage the method chains (:data:`bigclust.pipeline.methods.REGISTRY`), build the stage's
+    parameter dataclasses (:data:`bigclust.pipeline.stages.STAGES`), and run each instance unless its key is
+    already in the store.
     """
 
     def __init__(self, cfg: Config, store: Store, client, force: bool, log=log):
@@ -270,8 +267,7 @@ DROPPABLE = {"affinity": ("K",), "subset": ("X",)}
 
 
 def instances(cfg: Config, points, method):
-    """The config-point groups of ``method``: one point each, or (``combine``) the points that differ
-    only in the combined sweep key, at least two of them."""
+    """The config-point groups of ``method``: single points, or (``combine``) 2+ differing only in its sweep key."""
     if method.combine is None:
         return [[p] for p in points]
     sec, key = method.combine
@@ -313,18 +309,19 @@ def run(config_path, *, scheduler: str | None = None, out: str | None = None, fo
     Parameters
     ----------
     config_path : str or Path
+        The TOML config file (relative paths in it are relative to its folder).
     scheduler : str, optional
         Overrides ``[dask] scheduler`` (e.g. ``tcp://HOST:PORT``).
     out : str, optional
         Overrides ``[output] dir``.
-    store : str, optional
-        Overrides ``[store] path``.
     force : bool
         Recompute finished stages; implies ``replace``.
     replace : bool
         Write into an output folder that holds another run's results (e.g.
         after a value was added to a sweep): its files are moved to a
         ``replaced-*`` subfolder, not deleted; finished stages are reused.
+    store : str, optional
+        Overrides ``[store] path``.
 
     Returns
     -------
@@ -393,12 +390,10 @@ def _run(config_path, held, *, scheduler, out, force, replace, store):
 def execute(runner: Runner, points, grouped):
     """Every method instance of the sweep, in config order; returns (records, their final stages).
 
-    Single-point methods run point by point; a method that combines a sweep
-    runs once per group afterwards.  An instance whose final stage another
-    already reported (K-means on X does not depend on γ) is reported once.
-    Under ``[evaluate] protocol = "subsets"`` every instance runs on every
-    drawn subset of classes and the records are averages per subset size
-    (the per-subset records are in ``runner.trials``).
+    Single-point methods run point by point; a method that combines a sweep runs once per group afterwards.
+    An instance whose final stage another already reported (K-means on X does not depend on γ) is reported
+    once.  Under ``[evaluate] protocol = "subsets"`` every instance runs on every drawn subset of classes and
+    the records are averages per subset size (the per-subset records are in ``runner.trials``).
     """
     units = run_units(points, grouped)
     ev = points[0]["evaluate"]
@@ -479,9 +474,18 @@ def owner(cfg: Config) -> dict:
 def validate(config_path) -> Config:
     """Only check a config (``bigclust pipeline validate``); raises ConfigError/UserError.
 
-    Everything that does not need the data's values: keys, ranges, seeds, the
-    memory budget, sizes of registered data sets, the data file is readable,
-    the store and output folders can be written.  Creates nothing.
+    Everything that does not need the data's values (keys, ranges, seeds, the memory budget, sizes of registered
+    data sets, a readable data file, writable store and output folders).  Creates nothing.
+
+    Parameters
+    ----------
+    config_path : str or Path
+        The TOML config file.
+
+    Returns
+    -------
+    Config
+        The parsed config, its sweeps expanded.
     """
     cfg = load(config_path)
     for point in cfg.points():

@@ -16,19 +16,20 @@
   axis), one line per method, when the run sweeps γ (paper 000's appendix
   tables).  Without labels: silhouette and MB.
 
-Every file is written to a temporary name in the output folder and renamed.
+Every file is written to a temporary name in the output folder and renamed, by the report's one atomic
+writer (:func:`bigclust.report.labels.atomic_write`: the temporary file is removed when a write fails).
 """
 from __future__ import annotations
 
 import csv
 import io
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 
 from bigclust.pipeline.methods import label as method_label
+from bigclust.report.labels import atomic_write
 
 #: points drawn in the embedding view
 EMBED_SAMPLE = 5000
@@ -44,10 +45,14 @@ def _plt():
 
 
 def _save(fig, out_dir: Path, path: Path):
-    tmp = out_dir / f".{path.name}.tmp-{os.getpid()}.png"
-    fig.savefig(tmp, dpi=90)
-    _plt().close(fig)
-    os.replace(tmp, path)
+    """Render ``fig`` as PNG and write it through the report's one atomic writer: its temporary file (in
+    ``out_dir``, where the next run cleans what ``kill -9`` left) is removed on any failure (a full disk)."""
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="png", dpi=90)
+    finally:
+        _plt().close(fig)
+    atomic_write(path, buf.getvalue(), tmp_dir=out_dir)
 
 
 def _tag(params: dict) -> str:
@@ -142,9 +147,7 @@ def write_confusion(out_dir: Path, stem: str, y, labels, class_names=(), title="
     for name, row in zip(cname, table.tolist()):
         w.writerow([name] + row)
     folder = out_dir / "figures"
-    tmp = out_dir / f".confusion-{stem}.csv.tmp-{os.getpid()}"
-    tmp.write_text(buf.getvalue())
-    os.replace(tmp, folder / f"confusion-{stem}.csv")
+    atomic_write(folder / f"confusion-{stem}.csv", buf.getvalue(), tmp_dir=out_dir)
 
     plt = _plt()
     nr, nc = table.shape

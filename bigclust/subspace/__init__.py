@@ -16,7 +16,8 @@ self_expression, ssc_lambda                           -- :mod:`.selfexpr` (LRR i
 fold_back, affinity                                   -- :mod:`.fold`
 aks_sc, propagate_labels                              -- :mod:`.semi`
 subspace_affinity, subspace_clustering                -- :mod:`.cluster`
-augment, image_layout                                 -- :mod:`.augment` (presets by name)
+augment, image_layout                                 -- :mod:`.augment` (presets, descriptions, callables;
+                                                         descriptions and transforms: :mod:`.transforms`)
 features_after_augmentation                           -- :mod:`.features`
 
 Importing this package is cheap (the family's plug-in imports it when
@@ -34,7 +35,7 @@ from bigclust.subspace.augment import augment
 #: public name -> the module that defines it (PEP 562: loaded on first access)
 _WHERE = {
     "PRESETS": "augment", "augment_chunks": "augment", "augment_images": "augment", "interpolate": "augment",
-    "image_layout": "augment", "_augment_options": "augment",
+    "image_layout": "augment",
     "Dictionary": "dictionary", "build_dictionary": "dictionary", "knn_dictionary": "dictionary",
     "image_features": "features", "scattering_features": "features", "features_after_augmentation": "features",
     "affinity": "fold", "fold_back": "fold",

@@ -74,36 +74,41 @@ class _Stacked:
 # -- steps 1-3: augmentation, features, kNN -------------------------------------------------------
 
 
-def _augment_task(X, g, shape, order, flip, angles, scales, dtype, per, r0, r1):
+def _augment_task(X, g, shape, order, plan, dtype, per, r0, r1):
     """One chunk of source images (rows r0:r1 of X): their copies into ``g["aug"]``, sources in ``g["origin"]``."""
-    from bigclust.subspace.augment import _transform_rows
+    from bigclust.subspace.transforms import transform_rows
 
     if not np.all(np.isfinite(np.asarray(X[r0:r1]))):
         from bigclust._util.errors import DataError
         raise DataError(f"X rows {r0}..{r1 - 1} contain NaN or infinite values")
-    g["aug"][r0 * per:r1 * per] = _transform_rows(X, r0, r1, shape, order, flip, angles, scales, dtype)
+    g["aug"][r0 * per:r1 * per] = transform_rows(X, r0, r1, shape, order, plan, dtype)
     g["origin"][r0 * per:r1 * per] = np.repeat(np.arange(r0, r1, dtype=np.int64), per)
 
 
-def augment_step(X, g, work, preset, seed, chunk_rows, log=resumable.say):
-    """Augmented images into ``g["aug"]`` and ``g["origin"]``, chunk by chunk here (markers ``aug-<i>``)."""
-    from bigclust.subspace import _augment_options
-    from bigclust.subspace.augment import _check_images, _plan
+def augment_step(X, g, work, augment, seed, chunk_rows, log=resumable.say, image_shape=None, order=None):
+    """Augmented images into ``g["aug"]`` and ``g["origin"]``, chunk by chunk here (markers ``aug-<i>``).
 
-    opts = _augment_options(preset, None, None)
+    ``augment``: a preset name or a description of the copies (:mod:`bigclust.subspace.transforms`); every
+    random draw is made here, up front, so a chunk's copies do not depend on the chunk size or on a resume.
+    """
+    from bigclust.subspace.augment import _check_images, resolve
+    from bigclust.subspace.transforms import plan
+
+    desc, shape, order = resolve(augment, image_shape, order)
+    if callable(desc):   # only Python code passes a callable, and it augments in memory (chunk_cols = 0)
+        raise UserError("[subspace] chunk_cols streams preset or table augmentations; a callable augment runs "
+                        "in memory (set chunk_cols = 0)")
     n, d = X.shape
-    _check_images(np.empty((0, d)), opts["image_shape"], opts["order"])
-    shape = tuple(int(s) for s in opts["image_shape"])
-    flip, angles, scales = _plan(n, opts["flip"], opts["n_rotations"], opts["n_scalings"],
-                                 opts["rotation_range"], opts["scale_range"], seed)
-    per = int(flip) + angles.shape[1] + scales.shape[1]
+    _, shape = _check_images(np.empty((0, d)), shape, order)
+    pl = plan(n, desc, seed)
+    per = pl.per
     dtype = np.float32 if X.dtype == np.float32 else np.float64
     if "origin" not in g:  # made second: a run killed between the two makes both again (no aug chunk is done)
         g.create_array("aug", shape=(n * per, d), chunks=(chunk_rows * per, d), dtype=dtype, overwrite=True)
         g.create_array("origin", shape=(n * per,), chunks=(chunk_rows * per,), dtype=np.int64, overwrite=True)
     t0, chunks = time.perf_counter(), resumable.chunk_bounds(n, chunk_rows)
     made = resumable.run_chunks(work, chunks, _augment_task, lambda i, r0, r1: (r0, r1), prefix="aug-",
-                                shared=(X, g, shape, opts["order"], flip, angles, scales, dtype, per), log=log,
+                                shared=(X, g, shape, order, pl, dtype, per), log=log,
                                 title=f"subspace: augmentation in {len(chunks)} chunks of {chunk_rows} images",
                                 what="augmentation chunk")
     log(f"  subspace: augmentation {n} x {per} images ({len(made)} chunks computed) {time.perf_counter() - t0:.1f} s")
@@ -254,6 +259,7 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=resumable.sa
 
     from bigclust.pipeline import methods
     from bigclust.pipeline.store import Store, read_matrix, write_csr, write_dense
+    from bigclust.subspace.augment import aksc_layout
     from bigclust.subspace.fold import affinity, fold_back
     from bigclust.subspace._common import ConvergenceWarning, assemble
     from bigclust.subspace.selfexpr import LAM_L2, ssc_lambda
@@ -270,15 +276,17 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=resumable.sa
     X = np.ascontiguousarray(X.toarray() if hasattr(X, "toarray") else X)
     n = X.shape[0]
     work = resumable.work_dir(store_path, "subspace", key)
+    layout = aksc_layout(mp.image, mp.image_shape, mp.order)
     want = {"n": int(n), "augment": mp.augment, "pca": int(mp.pca), "seed": int(p.seed),
-            "augment_chunk_rows": int(p.augment_chunk_rows), "k": int(mp.n_neighbors), "knn": p.knn or "auto"}
+            "augment_chunk_rows": int(p.augment_chunk_rows), "k": int(mp.n_neighbors), "knn": p.knn or "auto",
+            "layout": [None if layout[0] is None else list(layout[0]), layout[1]]}
     g = resumable.open_work(work, want)
     times, cpu = {}, {}
     t0, c0 = time.perf_counter(), time.process_time()   # process CPU (all threads): meaningful on a loaded machine
     if mp.augment == "none":
         aug = origin = None
     else:
-        aug, origin = augment_step(X, g, work, mp.augment, int(p.seed), int(p.augment_chunk_rows), log)
+        aug, origin = augment_step(X, g, work, mp.augment, int(p.seed), int(p.augment_chunk_rows), log, *layout)
         origin = np.asarray(origin[...])
     times["augment_seconds"], cpu["augment_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
     t0, c0 = time.perf_counter(), time.process_time()

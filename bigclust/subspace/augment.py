@@ -42,6 +42,8 @@ import numbers
 import numpy as np
 
 from bigclust._util.errors import DataError, UserError
+from bigclust.subspace.transforms import (TRANSFORMS, CallableAugment, call, copies_of, describe, draws, generator,
+                                          image_shape_of, plan, transform_rows)
 
 #: Paper presets.  COIL-20 images are stored column-major (MATLAB) as 32x32;
 #: MNIST rows are 28x28 C order.
@@ -59,45 +61,94 @@ PRESETS = {
 }
 
 
+#: what ``augment`` takes besides a table or a callable: no augmentation, the presets, AkS-SC's interpolation
+NAMES = ("none", *PRESETS, "interpolate")
+#: the keyword arguments of :func:`augment_images` (a dict of them is the older form of a description)
+_KWARGS = ("image_shape", "order", "flip", "n_rotations", "rotation_range", "n_scalings", "scale_range")
+
+
+def expand(name):
+    """A preset as ``(description, image_shape, order)``: the description makes the preset's copies bit for bit."""
+    if name not in PRESETS:
+        raise UserError(f"unknown augmentation preset {name!r}; expected {', '.join(PRESETS)} or a table")
+    pre = PRESETS[name]
+    desc, _, _ = _from_kwargs(pre)
+    return desc, pre["image_shape"], pre["order"]
+
+
+def _from_kwargs(opts):
+    """``(description, image_shape, order)`` of a dict of :func:`augment_images` keyword arguments."""
+    def spread(n, rng):
+        return {"count": _count(n, opts.get(n, 5)), "range": list(rng), "random": True}
+    desc = describe({"flip": opts.get("flip", False),
+                     "rotate": spread("n_rotations", opts.get("rotation_range", (-15.0, 15.0))),
+                     "scale": spread("n_scalings", opts.get("scale_range", (0.9, 1.1)))})
+    return desc, opts.get("image_shape"), opts.get("order")
+
+
+def resolve(augment, image_shape=None, order=None):
+    """``(description or callable, image_shape, order)`` of any ``augment``: a preset name, a table of
+    transforms (or of :func:`augment_images` keyword arguments), or a callable; the arguments win over a
+    preset's layout, and the order is "C" when neither says."""
+    if callable(augment):
+        return getattr(augment, "fn", None) or augment, image_shape, order or "C"
+    if isinstance(augment, str):
+        desc, shape, order_ = expand(augment)
+    elif isinstance(augment, dict) and any(k in _KWARGS[2:] and k != "flip" for k in augment):
+        if any(k not in _KWARGS for k in augment):
+            raise UserError(f"augment {augment!r} mixes augment_images keywords ({', '.join(_KWARGS)}) with "
+                            f"transforms; use the transforms: {', '.join(TRANSFORMS)}")
+        desc, shape, order_ = _from_kwargs(augment)
+    elif isinstance(augment, dict):
+        desc, shape, order_ = describe(augment), None, None
+    else:
+        raise UserError(f"augment must be None, a preset name ({', '.join(PRESETS)}), a table of transforms "
+                        f"({', '.join(TRANSFORMS)}) or a callable f(images, rng), got {type(augment).__name__}")
+    return desc, image_shape if image_shape is not None else shape, order or order_ or "C"
+
+
+def check_augment(v) -> bool:
+    """The ``[aksc] augment`` check: a name of :data:`NAMES`, a callable, or a table (a one-line UserError
+    saying what is wrong with it)."""
+    if callable(v) and not isinstance(v, str) or isinstance(v, CallableAugment):
+        return True
+    if isinstance(v, str):
+        return v in NAMES
+    if isinstance(v, dict):
+        resolve(v)
+        return True
+    return False
+
+
+def copies_per_image(augment):
+    """Copies each image gets (0 for ``"none"``), None when only running it tells (a callable, interpolation)."""
+    if isinstance(augment, str) and augment in ("none", "interpolate"):
+        return 0 if augment == "none" else None
+    if augment is None:
+        return 0
+    desc = resolve(augment)[0]
+    return None if callable(desc) else copies_of(desc)
+
+
 def draws_nothing(augment):
-    """True for ``"none"`` and for a preset without random copies (``coil20_flip``): its output is seed-free."""
-    pre = PRESETS.get(augment)
-    return augment == "none" or (pre is not None and pre["n_rotations"] == 0 and pre["n_scalings"] == 0)
-
-
-def image_shape_of(image_shape, n_features, what="augmentation"):
-    """``image_shape`` as a pair of positive ints whose product is ``n_features`` (a DataError otherwise)."""
-    if image_shape is None:
-        raise DataError(f"{what} needs image data: give image_shape=(height, width)")
-    try:
-        shape = tuple(int(s) for s in image_shape)
-    except (TypeError, ValueError):
-        raise DataError(f"image_shape={image_shape!r} must be a pair of ints") from None
-    if len(shape) != 2 or min(shape) < 1:
-        raise DataError(f"image_shape={image_shape!r} must be a pair of positive ints")
-    if shape[0] * shape[1] != n_features:
-        raise DataError(f"image_shape {shape} has {shape[0] * shape[1]} pixels but X has {n_features} features "
-                        "(an augment preset sets it: coil20* 32 x 32, mnist 28 x 28)")
-    return shape
+    """True for ``"none"`` and for a description without random draws (``coil20_flip``, even spreads, shifts):
+    its output is seed-free."""
+    if isinstance(augment, str) and augment in ("none", "interpolate"):
+        return augment == "none"
+    desc = resolve(augment)[0]
+    return not callable(desc) and not draws(desc)
 
 
 def _check_images(X, image_shape, order):
     X = np.asarray(X)
     if X.ndim != 2:
         raise DataError(f"X must be 2-D (samples as rows), got shape {X.shape}")
-    shape = image_shape_of(image_shape, X.shape[1])
+    shape = image_shape_of(image_shape, X.shape[1], channels=True)
     if order not in ("C", "F"):
         raise UserError(f"order={order!r} must be 'C' (row-major) or 'F' (column-major, MATLAB)")
     if not np.all(np.isfinite(X)):
         raise DataError("X contains NaN or infinite values")
     return X, shape
-
-
-def _check_range(name, rng_, low_ok):
-    lo, hi = (float(v) for v in rng_)
-    if not (lo <= hi and low_ok(lo)):
-        raise UserError(f"{name}={tuple(rng_)!r} must be (low, high) with low <= high")
-    return lo, hi
 
 
 def _count(name, v):
@@ -106,58 +157,11 @@ def _count(name, v):
     return int(v)
 
 
-def _plan(n, flip, n_rotations, n_scalings, rotation_range, scale_range, random_state):
-    """Validated parameters and every random draw, made once: (angles (n, r), scales (n, s))."""
-    n_rotations = _count("n_rotations", n_rotations)
-    n_scalings = _count("n_scalings", n_scalings)
-    lo_r, hi_r = _check_range("rotation_range", rotation_range, lambda lo: True)
-    lo_s, hi_s = _check_range("scale_range", scale_range, lambda lo: lo > 0)
-    if not (bool(flip) or n_rotations or n_scalings):
-        raise UserError("no augmentation requested: set flip=True, n_rotations > 0 or n_scalings > 0")
-    from sklearn.utils import check_random_state  # sklearn loads in seconds: only when augmenting
-
-    rs = check_random_state(random_state)
-    angles = rs.uniform(lo_r, hi_r, size=(n, n_rotations))
-    scales = rs.uniform(lo_s, hi_s, size=(n, n_scalings))
-    return bool(flip), angles, scales
-
-
-def _zoom(img, s):
-    """Zoom ``img`` by ``s`` about its centre, same output shape (crop or zero-pad)."""
-    from scipy import ndimage
-    c = (np.asarray(img.shape, dtype=np.float64) - 1.0) / 2.0
-    # output pixel o samples input at c + (o - c) / s
-    return ndimage.affine_transform(img, np.full(2, 1.0 / s), offset=c - c / s, output_shape=img.shape,
-                                    order=1, mode="constant", cval=0.0)
-
-
-def _rotate(img, angle):
-    from scipy import ndimage
-    return ndimage.rotate(img, angle, reshape=False, order=1, mode="constant", cval=0.0)
-
-
-def _transform_rows(X, r0, r1, shape, order, flip, angles, scales, dtype):
-    """Augmented rows of samples r0..r1-1 (sample-major block)."""
-    per = int(flip) + angles.shape[1] + scales.shape[1]
-    out = np.empty(((r1 - r0) * per, X.shape[1]), dtype=dtype)
-    a = 0
-    for i in range(r0, r1):
-        img = np.asarray(X[i], dtype=np.float64).reshape(shape, order=order)
-        if flip:
-            out[a] = img[:, ::-1].ravel(order=order)
-            a += 1
-        for t in range(angles.shape[1]):
-            out[a] = _rotate(img, angles[i, t]).ravel(order=order)
-            a += 1
-        for t in range(scales.shape[1]):
-            out[a] = _zoom(img, scales[i, t]).ravel(order=order)
-            a += 1
-    return out
-
-
 def augment_images(X, image_shape, *, order="C", flip=False, n_rotations=5, rotation_range=(-15.0, 15.0),
                    n_scalings=5, scale_range=(0.9, 1.1), random_state=None):
-    """Instance-based image augmentation, in memory.
+    """Instance-based image augmentation in memory: random rotations and zooms, the presets' form.
+
+    A description of any copies is :func:`augment`'s.
 
     Parameters
     ----------
@@ -172,9 +176,14 @@ def augment_images(X, image_shape, *, order="C", flip=False, n_rotations=5, rota
         Add the left-right mirror image.
     n_rotations : int
         Random rotations per image, angles uniform in ``rotation_range`` (degrees).
+    rotation_range : (float, float)
+        The range of the rotation angles, in degrees.
     n_scalings : int
         Random zooms per image about the centre, factors uniform in ``scale_range``.
+    scale_range : (float, float)
+        The range of the zoom factors.
     random_state : None, int or RandomState
+        Seed of the angles and factors drawn.
 
     Returns
     -------
@@ -191,46 +200,74 @@ def augment_images(X, image_shape, *, order="C", flip=False, n_rotations=5, rota
     UserError
         Bad counts, ranges or order.
     """
-    X, shape = _check_images(X, image_shape, order)
-    flip, angles, scales = _plan(X.shape[0], flip, n_rotations, n_scalings, rotation_range, scale_range,
-                                 random_state)
-    per = int(flip) + angles.shape[1] + scales.shape[1]
-    dtype = np.float32 if X.dtype == np.float32 else np.float64
-    X_aug = _transform_rows(X, 0, X.shape[0], shape, order, flip, angles, scales, dtype)
-    return X_aug, np.repeat(np.arange(X.shape[0], dtype=np.int64), per)
+    return augment(X, dict(image_shape=image_shape, order=order, flip=flip, n_rotations=n_rotations,
+                           rotation_range=rotation_range, n_scalings=n_scalings, scale_range=scale_range),
+                   random_state=random_state)
 
 
-def augment_chunks(X, image_shape, *, chunk_rows=1024, order="C", flip=False, n_rotations=5,
-                   rotation_range=(-15.0, 15.0), n_scalings=5, scale_range=(0.9, 1.1), random_state=None):
-    """Same rows as :func:`augment_images`, yielded for ``chunk_rows`` source images at a time.
+def augment_chunks(X, image_shape=None, *, chunk_rows=1024, order=None, flip=False, n_rotations=5,
+                   rotation_range=(-15.0, 15.0), n_scalings=5, scale_range=(0.9, 1.1), random_state=None,
+                   augment=None):
+    """The rows of :func:`augment_images` (or of :func:`augment`), ``chunk_rows`` source images at a time.
 
     ``X`` may be any row-indexable array (NumPy, zarr, a Dask array
     computed block by block); only ``chunk_rows`` source rows and their
     augmentations are in memory at once.  The random draws are made up front
     (two small (n, m) arrays), so the concatenated chunks equal the in-memory
-    result bit for bit, for any ``chunk_rows``.
+    result bit for bit, for any ``chunk_rows``.  A callable ``augment`` is
+    called once per chunk, in order, with one ``numpy.random.Generator``.
+
+    Parameters
+    ----------
+    X : array-like, shape (n, h*w)
+        One image per row; any row-indexable array.
+    image_shape : tuple of int, optional
+        (height, width[, channels]); None: the preset's.
+    chunk_rows : int
+        Source images per chunk.
+    order : {"C", "F"}, optional
+        Row layout of an image; None: the preset's, else "C".
+    flip : bool
+        Keyword form (``augment`` None): add the mirror image.
+    n_rotations : int
+        Keyword form: random rotations per image.
+    rotation_range : (float, float)
+        Keyword form: the range of the angles, in degrees.
+    n_scalings : int
+        Keyword form: random zooms per image.
+    scale_range : (float, float)
+        Keyword form: the range of the zoom factors.
+    random_state : None, int or RandomState
+        Seed of the draws.
+    augment : str, dict or callable, optional
+        A preset name, a description or a callable, as :func:`augment` takes; given, the keyword form is
+        not used.
 
     Yields
     ------
     (start, X_aug_chunk, origin_chunk) : int, ndarray, ndarray
         ``start`` is the first augmented row index of the chunk.
     """
-    if image_shape is None:
-        raise DataError("augmentation needs image data: give image_shape=(height, width)")
+    if augment is None:   # the keyword form
+        augment = dict(flip=flip, n_rotations=n_rotations, rotation_range=rotation_range, n_scalings=n_scalings,
+                       scale_range=scale_range)
+    desc, shape, order = resolve(augment, image_shape, order)
     n, nf = X.shape
-    _check_images(np.empty((0, nf)), image_shape, order)
-    shape = tuple(int(s) for s in image_shape)
+    _, shape = _check_images(np.empty((0, nf)), shape, order)
     if not (isinstance(chunk_rows, numbers.Integral) and chunk_rows >= 1):
         raise UserError(f"chunk_rows={chunk_rows!r} must be a positive int")
-    flip, angles, scales = _plan(n, flip, n_rotations, n_scalings, rotation_range, scale_range, random_state)
-    per = int(flip) + angles.shape[1] + scales.shape[1]
+    p = None if callable(desc) else plan(n, desc, random_state)
+    rng = generator(random_state) if callable(desc) else None
     for r0 in range(0, n, chunk_rows):
         r1 = min(n, r0 + chunk_rows)
         block = np.asarray(X[r0:r1])
         if not np.all(np.isfinite(block)):
             raise DataError(f"X rows {r0}..{r1 - 1} contain NaN or infinite values")
         dtype = np.float32 if block.dtype == np.float32 else np.float64
-        out = _transform_rows(block, 0, r1 - r0, shape, order, flip, angles[r0:r1], scales[r0:r1], dtype)
+        if p is None:
+            out, per = call(desc, block, shape, order, rng, dtype)
+        else:
+            out, per = transform_rows(block, 0, r1 - r0, shape, order, p.rows(r0, r1), dtype), p.per
         yield r0 * per, out, np.repeat(np.arange(r0, r1, dtype=np.int64), per)
 
 
@@ -248,15 +285,23 @@ def interpolate(X, y, n_per_class, *, n_mix=2, weights="uniform", random_state=N
     Parameters
     ----------
     X : array-like (n, d)
-    y : array-like (n,) int, ``-1`` for unlabelled (scikit-learn convention)
+        The samples.
+    y : array-like (n,) int
+        Their labels, ``-1`` for unlabelled (scikit-learn's convention).
     n_per_class : int
+        New samples per class.
     n_mix : int
         s, the number of labelled samples combined (the paper's locality
         parameter).  A class with fewer labelled samples uses all of them.
+    weights : {"uniform", "gaussian"}
+        How the combination weights are drawn (see above).
+    random_state : None, int or RandomState
+        Seed of the draws.
 
     Returns
     -------
     X_aug : ndarray (n_classes * n_per_class, d)
+        The new samples.
     origin : ndarray of int64 (n_classes * n_per_class, n_mix)
         Source samples of each new row, padded with -1 where a class had
         fewer than ``n_mix`` labelled samples.
@@ -298,53 +343,75 @@ def interpolate(X, y, n_per_class, *, n_mix=2, weights="uniform", random_state=N
     return np.asarray(rows), np.asarray(srcs, dtype=np.int64), np.asarray(labs, dtype=np.int64)
 
 
-# -- presets by name ---------------------------------------------------------------------------
+# -- any augmentation, by name, table or callable ----------------------------------------------------
 
 
 def augment(X, augment="coil20", *, image_shape=None, order=None, random_state=None):
-    """Augment image rows with a preset name or a dict of :func:`augment_images` options.
+    """Augmented copies of image rows: a preset name, a description of the copies, or a callable.
 
     Parameters
     ----------
-    X : array-like (n, h*w)
-    augment : str or dict
-        ``"coil20"`` (32x32 column-major, flip + 5 rotations + 5 scalings),
-        ``"mnist"`` (28x28 row-major, 5 rotations + 5 scalings), or a dict of
-        keyword arguments of :func:`augment_images` (``image_shape`` and
-        ``order`` may also be given here or as arguments).
-    image_shape, order : override the preset's.
+    X : array-like (n, d)
+        One image per row, ``d = h * w`` (or ``h * w * c``).
+    augment : str, dict or callable
+        ``"coil20"`` (32x32 column-major, flip + 5 rotations + 5 scalings), ``"coil20_rotscale"``,
+        ``"coil20_flip"``, ``"mnist"`` (28x28 row-major, 5 rotations + 5 scalings); a description
+        ``{"flip": True, "rotate": {"count": 5, "max_degrees": 15}, "scale": {"count": 5, "range":
+        [0.9, 1.1]}, "shift": {"count": 4, "pixels": 2}}`` (:mod:`bigclust.subspace.transforms`); a dict
+        of :func:`augment_images` keyword arguments; or ``f(images, rng) -> copies`` with ``images``
+        (n, h, w[, c]), ``rng`` a ``numpy.random.Generator`` and ``copies`` (n, m, h, w[, c]).
+    image_shape : (h, w) or (h, w, c), optional
+        Needed but for a preset (whose shape it overrides).
+    order : {"C", "F"}, optional
+        How a row holds its image: "C" row-major (the default), "F" column-major (MATLAB, COIL20.mat);
+        overrides a preset's.
     random_state : None, int or RandomState
+        Seeds random draws (``"random": true``, the presets) and the callable's ``rng``.
 
     Returns
     -------
-    X_aug : ndarray (n*m, h*w)
+    X_aug : ndarray (n*m, d), sample-major: image i's m copies are rows i*m ... i*m + m - 1
+        float64 (float32 input stays float32).
     origin : ndarray of int64 (n*m,)
+        ``origin[a]`` = index of the source image of row ``a``.
     """
-    opts = _augment_options(augment, image_shape, order)
-    return augment_images(X, random_state=random_state, **opts)
-
-
-def _augment_options(augment, image_shape, order):
-    if isinstance(augment, str):
-        if augment not in PRESETS:
-            raise UserError(f"unknown augmentation preset {augment!r}; expected {', '.join(PRESETS)} or a dict")
-        opts = dict(PRESETS[augment])
-    elif isinstance(augment, dict):
-        opts = dict(augment)
+    desc, shape, order = resolve(augment, image_shape, order)
+    X, shape = _check_images(X, shape, order)
+    dtype = np.float32 if X.dtype == np.float32 else np.float64
+    if callable(desc):
+        X_aug, per = call(desc, X, shape, order, generator(random_state), dtype)
     else:
-        raise UserError(f"augment must be None, a preset name or a dict, got {type(augment).__name__}")
-    if image_shape is not None:
-        opts["image_shape"] = image_shape
-    if order is not None:
-        opts["order"] = order
-    opts.setdefault("order", "C")
-    if opts.get("image_shape") is None:
-        raise DataError("augmentation needs image data: give image_shape=(height, width)")
-    return opts
+        p = plan(X.shape[0], desc, random_state)
+        X_aug, per = transform_rows(X, 0, X.shape[0], shape, order, p, dtype), p.per
+    return X_aug, np.repeat(np.arange(X.shape[0], dtype=np.int64), per)
+
+
+def aksc_layout(image="auto", image_shape=None, order="auto"):
+    """``(image_shape, order)`` that ``[aksc] image``, ``image_shape`` and ``order`` set, field by field (the
+    latter two win), None where none of them says (then the augment preset's, else row-major)."""
+    shape, order_ = (PRESETS[image]["image_shape"], PRESETS[image]["order"]) if image != "auto" else (None, None)
+    return (shape if image_shape is None else tuple(image_shape)), (order_ if order == "auto" else order)
 
 
 def image_layout(augment, image_shape=None, order=None):
-    """``(image_shape, order)``: the arguments, else the augmentation preset's (``(None, "C")`` when neither)."""
+    """The image layout: the arguments, else the augmentation preset's.
+
+    Parameters
+    ----------
+    augment : str, dict or None
+        A preset name or a description (its ``image_shape`` / ``order`` entries, if any).
+    image_shape : tuple of int, optional
+        The layout's shape, given explicitly.
+    order : {"C", "F"}, optional
+        The layout's order, given explicitly.
+
+    Returns
+    -------
+    image_shape : tuple of int or None
+        The shape given, else the preset's, else None.
+    order : str
+        The order given, else the preset's, else "C".
+    """
     base = PRESETS.get(augment, {}) if isinstance(augment, str) else (augment if isinstance(augment, dict) else {})
     return (image_shape if image_shape is not None else base.get("image_shape"),
             order if order is not None else base.get("order", "C"))

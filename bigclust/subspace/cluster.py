@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bigclust._util.errors import UserError
-from bigclust.subspace.augment import _augment_options, augment_images, image_layout
+from bigclust.subspace.augment import augment as augment_images, image_layout
 from bigclust.subspace.dictionary import build_dictionary, knn_dictionary
 from bigclust.subspace.features import image_features
 from bigclust.subspace.fold import affinity, fold_back
@@ -34,14 +34,17 @@ def subspace_affinity(X, *, regularizer="l1", n_neighbors=10, augment=None, imag
         k of the kNN dictionary (default 10, the paper's smallest and best
         value in its Table 6); None = full dictionary (the classical SSC /
         LSR / LRR baselines, paper scale only).
-    augment : None, str or dict
-        None = no augmentation (kNN-SSC/LSR/LRR baselines); else as in :func:`augment`.
-    image_shape, order : image layout, overriding the preset's.
+    augment : None, str, dict or callable
+        None = no augmentation (kNN-SSC/LSR/LRR baselines); else as in :func:`augment` (a preset
+        name, a description of the copies, or ``f(images, rng) -> copies``).
+    image_shape, order : tuple of int, {"C", "F"}
+        The image layout ((h, w) or (h, w, c); row- or column-major), overriding the preset's.
     lam : float or None
         See :func:`self_expression`.
     random_state : None or int
         Seed of the augmentation (and of the NN-descent index).
     knn_method : {"auto", "exact", "pynndescent"}
+        The neighbour search of the kNN dictionary.
     pca : int
         0: the samples themselves are the features.  > 0: features = the first
         ``pca`` principal components, computed AFTER augmentation (the paper
@@ -53,20 +56,23 @@ def subspace_affinity(X, *, regularizer="l1", n_neighbors=10, augment=None, imag
         8 pixels, 3472 features for 28x28) before ``pca``; needs the optional
         extra kymatio (:mod:`.features`) and the image layout (``image_shape``
         / ``order``, or the ``augment`` preset's).
+    return_info : bool
+        Also return the intermediate results.
     **solver_options
         Passed to :func:`self_expression` (alpha, rho, eps_abs, eps_rel, max_iter, LRR options).
 
     Returns
     -------
-    W : scipy.sparse.csr_matrix (n, n), symmetric, non-negative, zero diagonal.
-    info : dict (dictionary, neighbors, C, Cbar, solver info), with ``return_info``.
+    W : scipy.sparse.csr_matrix (n, n)
+        Symmetric, non-negative, zero diagonal.
+    info : dict
+        With ``return_info``: dictionary, neighbors, C, Cbar, solver info.
     """
     X = np.asarray(X)
     if augment is None:
         X_aug = origin = None
     else:
-        X_aug, origin = augment_images(X, random_state=random_state,
-                                       **_augment_options(augment, image_shape, order))
+        X_aug, origin = augment_images(X, augment, image_shape=image_shape, order=order, random_state=random_state)
     shape, order_ = image_layout(augment, image_shape, order)
     X, X_aug = image_features(X, X_aug, features, image_shape=shape, order=order_, pca=pca)
     D = build_dictionary(X, X_aug, origin)
@@ -91,11 +97,47 @@ def subspace_clustering(X, n_clusters, *, regularizer="l1", n_neighbors=10, augm
     (:func:`bigclust.algo.spectral.embed`) and k-means with ``n_init`` restarts
     (:func:`bigclust.algo.kmeans.kmeans`, the lowest-inertia restart).
 
+    Parameters
+    ----------
+    X : array-like (n, d)
+        Samples as rows (images flattened, see ``order``).
+    n_clusters : int
+        Number of clusters, ``2 <= n_clusters < n``.
+    regularizer, n_neighbors, augment, image_shape, order, lam : optional
+        As in :func:`subspace_affinity`.
+    n_init : int, default 100
+        k-means restarts.
+    random_state : None or int
+        One seed for the augmentation and the k-means restarts.
+    knn_method, pca, features : optional
+        As in :func:`subspace_affinity`.
+    return_info : bool
+        Also return the intermediate results.
+    **solver_options
+        Passed to :func:`self_expression`.
+
     Returns
     -------
     labels : ndarray of int (n,)
+        Cluster of each sample.
     W : scipy.sparse.csr_matrix (n, n)
-    info : dict, with ``return_info`` (also the k-means result)
+        The affinity of :func:`subspace_affinity`.
+    info : dict
+        With ``return_info``: the affinity's, and the k-means result.
+
+    Examples
+    --------
+    Two lines through the origin in 3-D, 15 noisy samples on each:
+
+    >>> import numpy as np
+    >>> from bigclust.metrics import accuracy
+    >>> from bigclust.subspace import subspace_clustering
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([np.outer(rng.uniform(1, 2, 15), d) for d in ([1, 0, 0], [0, 1, 1])])
+    >>> X += rng.normal(0, 0.01, X.shape)
+    >>> labels, W = subspace_clustering(X, 2, regularizer="l2", n_neighbors=5, n_init=10, random_state=0)
+    >>> accuracy(np.repeat([0, 1], 15), labels), W.shape
+    (1.0, (30, 30))
     """
     from sklearn.utils import check_random_state
 

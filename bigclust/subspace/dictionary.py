@@ -38,7 +38,7 @@ EXACT_MAX_N = 20000
 class Dictionary:
     """Unit-norm atoms and who owns them.
 
-    Attributes
+    Parameters
     ----------
     atoms : ndarray (N, d) float64
         Rows 0..n-1 are the originals, the rest the augmented samples.
@@ -61,10 +61,17 @@ class Dictionary:
 
     @property
     def n_atoms(self):
+        """N, the number of atoms (originals and augmented samples)."""
         return self.atoms.shape[0]
 
     def owners_matrix(self):
-        """Binary CSR (N, n): entry (a, j) = 1 when atom a is j or one of A(j)."""
+        """Binary CSR (N, n): entry (a, j) = 1 when atom a is j or one of A(j).
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix
+            The ownership matrix.
+        """
         N = self.n_atoms
         return sp.csr_matrix((np.ones(self.own_idx.size), self.own_idx, self.own_ptr), shape=(N, self.n))
 
@@ -98,6 +105,7 @@ def build_dictionary(X, X_aug=None, origin=None):
     Returns
     -------
     Dictionary
+        The atoms and who owns them.
     """
     D0 = _unit_rows(X, "X")
     n = D0.shape[0]
@@ -205,7 +213,7 @@ def knn_dictionary(dictionary, n_neighbors, *, y=None, method="auto", random_sta
 
     Returns
     -------
-    neighbors : ndarray of int64 (n, k)
+    ndarray of int64 (n, k)
         Atom indices, most similar first.
 
     Raises

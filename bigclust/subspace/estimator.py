@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from bigclust._util.errors import UserError
-from bigclust.estimators import NoneMeans, PipelineEstimator, config_key, drop_zero_rows
+from bigclust.estimators import NoneMeans, PipelineEstimator, config_key, drop_zero_rows, own_key
 
 #: what ``[aksc] semi_supervised = true`` is to an estimator user
 _SEMI = "a partially labelled y (AkS-SC)"
@@ -36,18 +36,24 @@ class SubspaceClustering(PipelineEstimator):
     n_neighbors : int, default=10
         Size of each sample's kNN dictionary; 0 uses the whole dictionary (classical SSC/LSR/LRR;
         not with a partially labelled ``y``).
-    augment : {None, "coil20", "coil20_rotscale", "coil20_flip", "mnist", "interpolate"}, default=None
-        None: no augmentation (kNN-SSC/LSR/LRR; the -LP variants of AkS-SC).  ``"coil20"``: 32x32
-        images (column-major), flip + 5 rotations + 5 scalings; ``"coil20_rotscale"``: without the
-        flip; ``"coil20_flip"``: the flip only; ``"mnist"``: 28x28, 5 rotations + 5 scalings;
+    augment : None, str, dict or callable, default=None
+        None: no augmentation (kNN-SSC/LSR/LRR; the -LP variants of AkS-SC).  A description of the copies
+        of each image, every transform optional: ``{"flip": True, "rotate": {"count": 5, "max_degrees":
+        15}, "scale": {"count": 5, "range": [0.9, 1.1]}, "shift": {"count": 4, "pixels": 2}}`` (angles and
+        factors spread evenly, shifts over the four directions; needs ``image_shape``); a callable
+        ``f(images, rng) -> copies`` (images (n, h, w[, c]), copies (n, m, h, w[, c])); or a preset name:
+        ``"coil20"``: 32x32 images (column-major), flip + 5 rotations + 5 scalings; ``"coil20_rotscale"``:
+        without the flip; ``"coil20_flip"``: the flip only; ``"mnist"``: 28x28, 5 rotations + 5 scalings;
         ``"interpolate"`` (AkS-SC only): ``n_interpolate`` random non-negative combinations of two
         labelled samples per class.
     lam : float, default=0.0
         Regularisation weight; 0 = the default rule (SSC: ``min_i ||A_iᵀ x_i||_inf / alpha``; LSR, LRR: 0.05).
     alpha : float, default=20.0
+        SSC: the ADMM's penalty, and the divisor of the default ``lam`` rule.
     gamma : float, default=0.1
         AkS-SC: coupling of the coefficients and the labels.
     n_interpolate : int, default=720
+        ``augment="interpolate"``: synthetic samples per class.
     features : {"pixels", "scattering"}, default="pixels"
         "scattering": kymatio's ``Scattering2D(J=3, L=8)`` of every image and augmented copy (zero-padded
         to a multiple of 8 pixels; the paper's MNIST features, extra ``bigclust[scattering]``).
@@ -56,6 +62,12 @@ class SubspaceClustering(PipelineEstimator):
     image : {None, "mnist", "coil20"}, default=None
         The images' layout (28x28 row-major, 32x32 column-major) for the image augmentations and
         ``features="scattering"``, in place of the ``augment`` preset's; None: the preset's.
+    image_shape : tuple of int or None, default=None
+        (height, width[, channels]) of every image, for an augmentation description or callable (a
+        preset knows its own); not with ``image``.
+    order : {"C", "F"} or None, default=None
+        How a row holds an image: "C" row-major, "F" column-major (COIL-20's MATLAB layout); None: the
+        preset's, else "C".
     max_iter : int or None, default=None
         Iterations per column of the l1 ADMM (None: 5000), or of LRR's inexact ALM (None: 1000 in
         AkS-LRR, 5000 otherwise); l2 is solved in closed form.  Columns that stop at the budget are
@@ -64,7 +76,8 @@ class SubspaceClustering(PipelineEstimator):
         k-means restarts on the embedding.
     random_state : int, RandomState or None
         Seeds the augmentation and the k-means restarts.
-    max_memory, scheduler : as in :class:`SpectralClustering`.
+    max_memory, scheduler : str or int, str or None
+        As in :class:`SpectralClustering`.
 
     Attributes
     ----------
@@ -78,11 +91,25 @@ class SubspaceClustering(PipelineEstimator):
         sample, labelled -1 as it cannot be represented, gets its given label's one-hot row, else a uniform one)
     classes_ : ndarray, AkS-SC only: the labelled classes of ``y``
     n_features_in_ : int
+
+    Examples
+    --------
+    Two lines through the origin in 3-D, 15 noisy samples on each:
+
+    >>> import numpy as np
+    >>> from bigclust import SubspaceClustering
+    >>> from bigclust.metrics import accuracy
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([np.outer(rng.uniform(1, 2, 15), d) for d in ([1, 0, 0], [0, 1, 1])])
+    >>> X += rng.normal(0, 0.01, X.shape)
+    >>> model = SubspaceClustering(n_clusters=2, regularizer="l2", n_neighbors=5, random_state=0).fit(X)
+    >>> accuracy(np.repeat([0, 1], 15), model.labels_), model.affinity_matrix_.shape
+    (1.0, (30, 30))
     """
 
     def __init__(self, n_clusters=8, *, regularizer="l1", n_neighbors=10, augment=None, lam=0.0, alpha=20.0,
-                 gamma=0.1, n_interpolate=720, features="pixels", pca=0, image=None, max_iter=None, n_init=10,
-                 random_state=None, max_memory="4GB", scheduler=None):
+                 gamma=0.1, n_interpolate=720, features="pixels", pca=0, image=None, image_shape=None, order=None,
+                 max_iter=None, n_init=10, random_state=None, max_memory="4GB", scheduler=None):
         self._keep(locals())   # scikit-learn: every parameter stored as given
 
     @classmethod
@@ -91,6 +118,9 @@ class SubspaceClustering(PipelineEstimator):
                                                             "n_interpolate", "features", "pca")}
         return {**aksc, "augment": NoneMeans(config_key("aksc", "augment"), "none"),
                 "image": NoneMeans(config_key("aksc", "image"), "auto"),
+                "image_shape": own_key((tuple, list, type(None)), _shape_ok,
+                                       "None, (height, width) or (height, width, channels), positive integers"),
+                "order": NoneMeans(config_key("aksc", "order"), "auto"),
                 # the config's 0 (the solver's default budget) is None here
                 "max_iter": NoneMeans(config_key("aksc", "max_iter"), 0, "an integer >= 1 or None"),
                 "n_init": config_key("cluster", "n_init")}
@@ -112,7 +142,12 @@ class SubspaceClustering(PipelineEstimator):
             raise UserError(f"SubspaceClustering: image={p['image']!r} is the layout for image augmentations or "
                             "features='scattering', and neither is set; leave image=None")
         aksc = {name: p[name] for name in ("regularizer", "n_neighbors", "augment", "lam", "alpha", "gamma",
-                                           "n_interpolate", "features", "pca", "image", "max_iter")}
+                                           "n_interpolate", "features", "pca", "image", "order", "max_iter")}
+        if callable(aksc["augment"]):   # through the config as a string that names it and carries it
+            from bigclust.subspace.transforms import CallableAugment
+            aksc["augment"] = CallableAugment(aksc["augment"])
+        if p["image_shape"] is not None:
+            aksc["image_shape"] = [int(v) for v in p["image_shape"]]
         return {"preprocess": {"l2_normalize": False, "tfidf": False},
                 "method": {"names": ["aksc"]}, "aksc": {**aksc, "semi_supervised": y is not None},
                 "cluster": {"n_init": p["n_init"], "algorithm": "lloyd"}}
@@ -164,6 +199,7 @@ class SubspaceClustering(PipelineEstimator):
         Parameters
         ----------
         X : array-like, scipy.sparse matrix or dask.array of shape (n_samples, n_features)
+            The samples (images flattened).
         y : array-like of shape (n_samples,), optional
             Integer class labels with -1 for unlabelled samples: the semi-supervised AkS-SC.  None, or a
             ``y`` with no -1 or no label at all, clusters (and ignores ``y``).
@@ -171,6 +207,7 @@ class SubspaceClustering(PipelineEstimator):
         Returns
         -------
         self
+            The fitted estimator.
         """
         return super().fit(X, y)
 
@@ -215,15 +252,21 @@ def _semi_labels(est, y, n, k):
     return codes, classes
 
 
+def _shape_ok(v):
+    import numbers
+    return v is None or (len(v) in (2, 3) and all(isinstance(x, numbers.Integral) and not isinstance(x, bool)
+                                                  and x >= 1 for x in v))
+
+
 def _check_shapes(est, aksc: dict, n: int, d: int):
     """The data-shape checks a SubspaceClustering fit would meet in the pipeline, for ``n_clusters=1``,
     which skips it: an image layout of d pixels where one is used, and ``pca <= min(n, d)``."""
     from bigclust.algo.preprocess import check_pca_components
-    from bigclust.subspace.augment import PRESETS, image_shape_of
-    name = aksc["image"] if aksc["image"] != "auto" else aksc["augment"]
+    from bigclust.subspace.augment import aksc_layout, image_layout, image_shape_of
+    shape = image_layout(aksc["augment"], aksc_layout(aksc["image"], aksc.get("image_shape"), aksc["order"])[0])[0]
     try:   # the pipeline's own checks, named for the estimator
-        if name in PRESETS and (aksc["features"] == "scattering" or aksc["augment"] not in ("none", "interpolate")):
-            image_shape_of(PRESETS[name]["image_shape"], d)
+        if shape is not None and (aksc["features"] == "scattering" or aksc["augment"] not in ("none", "interpolate")):
+            image_shape_of(shape, d, channels=True)
         if aksc["pca"]:
             check_pca_components(aksc["pca"], n, d)
     except UserError as e:

@@ -140,11 +140,27 @@ def scattering_features(X, image_shape, *, order="C", J=J_DEFAULT, L=L_DEFAULT, 
                         chunk_rows=256, dtype=np.float64):
     """Scattering features of every row of ``X`` (computed in row chunks), as one array.
 
-    Parameters and chunking as :func:`scattering_chunks`.
+    Parameters
+    ----------
+    X : row-indexable array (n, h*w)
+        NumPy, zarr or anything whose ``X[r0:r1]`` is an array.
+    image_shape : (int, int)
+        The images' height and width.
+    order : {"C", "F"}
+        How a row is laid out (as :func:`bigclust.subspace.augment_images`).
+    J, L : int
+        Scales and orientations of the scattering transform (the paper: 3, 8).
+    normalize : {"channel", "none"}
+        As in :func:`scattering_chunks`.
+    chunk_rows : int
+        Rows transformed at a time.
+    dtype : float64 or float32
+        Type of the features.
 
     Returns
     -------
-    F : ndarray (n, n_features) of ``dtype``; 3472 features for 28x28 images, J = 3, L = 8.
+    ndarray (n, n_features) of ``dtype``
+        3472 features for 28x28 images, J = 3, L = 8.
 
     Raises
     ------
@@ -198,19 +214,24 @@ def image_features(X, X_aug, features, *, image_shape=None, order="C", pca=0):
 
     Parameters
     ----------
-    X, X_aug : the samples (n, d) and their augmented copies (or None), as rows.
+    X, X_aug : ndarray (n, d), ndarray (m, d) or None
+        The samples and their augmented copies (or None), as rows.
     features : {"pixels", "scattering"}
         "scattering": :func:`scattering_features` (J = 3, L = 8, channels
         normalised) of the originals and the copies; its PCA is
         :func:`uncentred_pca`, as in [50].  "pixels": the rows themselves and
         the centred PCA of :func:`bigclust.subspace.features_after_augmentation`.
-    image_shape, order : image layout (needed for ``"scattering"``).
+    image_shape, order : tuple of int, {"C", "F"}
+        The image layout (needed for ``"scattering"``).
     pca : int
         > 0: PCA to ``pca`` components fitted on the originals and the copies together.
 
     Returns
     -------
-    (F, F_aug) : ndarrays (``F_aug`` None without augmentation).
+    F : ndarray
+        Features of the samples.
+    F_aug : ndarray or None
+        Features of the copies (None without augmentation).
     """
     if features not in FEATURES:
         raise UserError(f"features={features!r} must be one of {', '.join(map(repr, FEATURES))}")
@@ -251,7 +272,21 @@ def _digest(A):
 def features_after_augmentation(X, X_aug, n_components):
     """Centred PCA features of the originals and the augmented samples, fitted on both together.
 
-    Returns ``(F, F_aug)`` (``F_aug`` None without augmentation), ``n_components`` columns each.
+    Parameters
+    ----------
+    X : ndarray (n, d)
+        The samples.
+    X_aug : ndarray (m, d) or None
+        Their augmented copies.
+    n_components : int
+        Number of principal components.
+
+    Returns
+    -------
+    F : ndarray (n, n_components)
+        Features of the samples.
+    F_aug : ndarray (m, n_components) or None
+        Features of the copies (None without augmentation).
     """
     from bigclust.algo.preprocess import pca_fit, pca_transform
     allx = X if X_aug is None else np.vstack([X, X_aug])

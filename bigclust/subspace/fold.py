@@ -26,11 +26,14 @@ def fold_back(C, dictionary):
     Parameters
     ----------
     C : scipy.sparse matrix or ndarray, shape (N, n)
+        Coefficients of :func:`self_expression`.
     dictionary : Dictionary
+        The dictionary C is over.
 
     Returns
     -------
-    Cbar : scipy.sparse.csr_matrix (n, n), zero diagonal.
+    scipy.sparse.csr_matrix (n, n)
+        Cbar, zero diagonal.
     """
     N, n = dictionary.n_atoms, dictionary.n
     if C.shape != (N, n):

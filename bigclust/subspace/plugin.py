@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bigclust._util.errors import DataError, UserError
@@ -40,9 +41,12 @@ class AkscParams:
     regularizer: str = param("l1", choices=("l1", "l2", "nuclear"))   # SSC, LSR, LRR
     n_neighbors: int = nonnegative(10, int)   # k of the kNN dictionary; 0 = the full dictionary (SSC/LSR/LRR)
     # preset: image shape and transforms ("coil20_rotscale": without the flip, "coil20_flip": the flip only);
-    # "interpolate": linear interpolation of labelled samples of a class (AkS-SC only)
-    augment: str = param("none", choices=("none", "coil20", "coil20_rotscale", "coil20_flip", "mnist",
-                                          "interpolate"))
+    # a table of transforms {flip, rotate, scale, shift} (bigclust.subspace.transforms; a preset name hashes as
+    # the same string as before tables existed); "interpolate": linear interpolation of labelled samples of a
+    # class (AkS-SC only).  A callable comes only from Python (SubspaceClustering), never from TOML
+    augment: str = param("none", (str, dict, Callable), check=lambda v: _check_augment(v),
+                         expect="one of 'none', 'coil20', 'coil20_rotscale', 'coil20_flip', 'mnist', 'interpolate', "
+                                "a table of transforms {flip, rotate, scale, shift} or a callable f(images, rng)")
     lam: float = nonnegative(0.0, float)      # 0: SSC's rule lambda = min_i ||A_i^T x_i||_inf / alpha; LSR/LRR 0.05
     alpha: float = positive(20.0, float)
     svt: str = param("exact", choices=("exact", "gram", "randomized"))  # LRR's singular value thresholding
@@ -52,6 +56,12 @@ class AkscParams:
     # "auto" = the augment preset's
     features: str = param("pixels", choices=("pixels", "scattering"), added=True)
     image: str = param("auto", choices=("auto", "mnist", "coil20"), added=True)
+    # any images' layout (a table of transforms needs it): [height, width] or [height, width, channels], and
+    # how a row holds its image, "C" row-major or "F" column-major (MATLAB); "auto": image's or the preset's
+    image_shape: list = param(None, list, check=lambda v: len(v) in (2, 3) and all(
+        isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v),
+        expect="[height, width] or [height, width, channels], positive integers", sweep=False, added=True)
+    order: str = param("auto", choices=("auto", "C", "F"), added=True)
     # AkS-SC (semi-supervised, labels = argmax F of label propagation): the data's labels, -1 = unlabelled;
     # labelled_per_class > 0 keeps a seeded draw of that many labelled samples per class (the rest -1)
     semi_supervised: bool = param(False)
@@ -63,11 +73,27 @@ class AkscParams:
     max_iter: int = param(0, int, check=lambda v: v >= 0, expect=">= 0", added=True)
 
 
+def _check_augment(v):
+    from bigclust.subspace.augment import check_augment
+    return check_augment(v)
+
+
 def _aksc_chain(p, point):
     """Ak-SC: W, Ncut embedding, k-means; AkS-SC: one stage that labels the samples itself."""
-    if p.features == "scattering" and p.image == "auto" and p.augment in ("none", "interpolate"):
+    from bigclust.subspace.augment import PRESETS
+    if p.image != "auto" and p.image_shape is not None:
+        raise UserError(f'[aksc] image = "{p.image}" and image_shape = {tuple(p.image_shape)} both set the image '
+                        "layout: give one")
+    known = p.image != "auto" or p.image_shape is not None or (isinstance(p.augment, str) and p.augment in PRESETS)
+    if p.features == "scattering" and not known:
         raise UserError('[aksc] features = "scattering" needs the image layout: set image = "mnist" or "coil20" '
-                        "(or augment to an image preset)")
+                        "or image_shape = (height, width) (or augment to an image preset)")
+    if p.features == "scattering" and p.image_shape is not None and len(p.image_shape) != 2:
+        raise UserError(f'[aksc] features = "scattering" takes grey images: image_shape = {tuple(p.image_shape)} '
+                        "has channels")
+    if p.augment not in ("none", "interpolate") and not known:
+        raise UserError(f"[aksc] augment = {p.augment!r} needs the images' shape: set image_shape = (height, width) "
+                        '(and order = "F" for column-major rows)')
     if not p.semi_supervised:
         if p.labelled_per_class or p.augment == "interpolate":
             raise UserError("[aksc] labelled_per_class and augment = \"interpolate\" need semi_supervised = true")
@@ -81,29 +107,79 @@ def _aksc_chain(p, point):
 
 
 def check_shape(p, point, n, d):
-    """What ``[aksc]`` asks of the data's shape, before any work: the image layout and the kNN support size.
+    """What ``[aksc]`` asks of the data's shape, before any work: the image layout, the kNN support size and
+    the family's sizing keys against ``[store] max_memory`` (:func:`_check_memory`).
 
     Called by :func:`bigclust.pipeline.checks.check_sizes` (``pipeline validate`` on a registered data set);
     the same conditions fail later in the augmentation and the dictionary search, after ingest.
     """
-    from bigclust.subspace.augment import PRESETS
+    import math
 
-    key = f'image = "{p.image}"' if p.image != "auto" else f'augment = "{p.augment}"'
-    shape = PRESETS[p.image if p.image != "auto" else p.augment]["image_shape"] \
-        if p.image != "auto" or p.augment in PRESETS else None
-    if shape and d >= 0 and (p.augment in PRESETS or p.features == "scattering") and shape[0] * shape[1] != d:
-        raise UserError(f"[aksc] {key} takes {shape[0]} x {shape[1]} images ({shape[0] * shape[1]} pixels), but "
-                        f"the data have {d} features: choose the layout of the data's images (coil20* 32 x 32, "
-                        'mnist 28 x 28) or augment = "none"')
-    if p.n_neighbors and p.augment != "interpolate":   # interpolation adds atoms per class, not per sample
-        pre = PRESETS.get(p.augment)
-        m = int(pre["flip"]) + pre["n_rotations"] + pre["n_scalings"] if pre else 0
+    from bigclust.subspace.augment import copies_per_image, image_layout
+
+    key = (f"image_shape = {tuple(p.image_shape)}" if p.image_shape is not None else
+           f'image = "{p.image}"' if p.image != "auto" else f'augment = "{p.augment}"')
+    shape = image_layout(p.augment, _layout(p)["image_shape"])[0]
+    if shape and d >= 0 and (p.augment not in ("none", "interpolate") or p.features == "scattering") \
+            and math.prod(shape) != d:
+        raise UserError(f"[aksc] {key} takes {' x '.join(map(str, shape))} images ({math.prod(shape)} pixels), but "
+                        f"the data have {d} features: choose the layout of the data's images (image_shape = "
+                        '(height, width); coil20* 32 x 32, mnist 28 x 28) or augment = "none"')
+    m = copies_per_image(p.augment)   # None: a callable's copies are known when it runs
+    if p.n_neighbors and m is not None:   # interpolation adds atoms per class, not per sample
         allowed = (n - 1) * (1 + m)   # every atom but the sample and its own copies (cannot-links take more)
         if p.n_neighbors > allowed:
             atoms = f"n={n} samples" + (f" and their {m} augmented copies each" if m else "")
             raise UserError(f"[aksc] n_neighbors={p.n_neighbors} exceeds the {allowed} atoms a sample may use "
                             f"({atoms}, less the sample itself{' and its copies' if m else ''}): lower n_neighbors "
                             "(0 = the full dictionary)")
+    _check_memory(p, point, n, d)
+
+
+def _check_memory(p, point, n, d):
+    """The family's sizing keys against ``[store] max_memory``, by what one unit of each allocates.
+
+    ``[subspace] chunk_cols``: a coefficient chunk's zarr chunk (c x k, allocated whole however few columns
+    the data have) and its task's gathered atoms; ``augment_chunk_rows``: a chunk of the augmented images
+    (allocated whole); ``[aksc] n_interpolate``: the interpolated samples of every class, their atoms and
+    rows of the label matrix F.  Raises ConfigError naming the key and the largest value that fits.
+    """
+    from bigclust._util.errors import ConfigError
+    from bigclust._util.plan import format_bytes, parse_bytes
+    from bigclust.subspace.augment import copies_per_image
+
+    budget = parse_bytes(point["store"]["max_memory"])
+    sc = point.get("subspace", {})
+    d = max(d, 1)
+    dim = min(p.pca, d) if p.pca else d        # the atoms' width
+    k = max(p.n_neighbors, 1)
+    classes = point["cluster"]["n_clusters"] or 2   # the classes come from the labels: at least 2
+    bounds = []
+    if not p.semi_supervised and sc.get("chunk_cols", 0):
+        c = sc["chunk_cols"]
+        # the zarr chunks of coef / iters / conv are allocated whole; the gathered atoms only for the columns
+        # the data have; so the bytes are not linear in c once c > n: the largest c that fits is searched
+        bounds.append(("subspace", "chunk_cols", c, lambda v: v * (8 * k + 9) + min(v, n) * 8 * (k + 2) * dim,
+                       f"a column's {k} coefficients and, for each of the n={n} columns a task may get, its sample "
+                       f"and {k} atoms of {dim} features"))
+    per = copies_per_image(p.augment)
+    if not p.semi_supervised and sc.get("chunk_cols", 0) and per:
+        bounds.append(("subspace", "augment_chunk_rows", sc.get("augment_chunk_rows", 1000),
+                       lambda v: v * per * (d + 1) * 8, f"a source image's {per} augmented copies of {d} pixels"))
+    if p.semi_supervised and p.augment == "interpolate":
+        bounds.append(("aksc", "n_interpolate", p.n_interpolate, lambda v: v * classes * 8 * (d + dim + classes + 3),
+                       f"an interpolated sample per class ({classes} classes) of {d} features, its atom and its "
+                       "row of the label matrix F"))
+    mem = f"[store] max_memory={point['store']['max_memory']!r} ({format_bytes(budget)})"
+    for sec, key, value, cost, what in bounds:
+        if cost(value) > budget:
+            lo, hi = 0, value              # the largest value that fits: cost is non-decreasing in it
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if cost(mid) <= budget else (lo, mid - 1)
+            raise ConfigError(f"[{sec}] {key}={value}: {what} take {format_bytes(cost(value))} in all, more than "
+                              f"{mem}; " + (f"lower {key} to at most {lo} or raise max_memory" if lo
+                                            else "raise max_memory"))
 
 
 def subspace_affinity(X, p, seed, knn_method="auto"):
@@ -125,11 +201,11 @@ def subspace_affinity(X, p, seed, knn_method="auto"):
 
 
 def _layout(p):
-    """``image_shape`` / ``order`` of ``[aksc] image`` (None: the augmentation preset's)."""
-    from bigclust.subspace.augment import PRESETS
-    if p.image == "auto":
-        return {"image_shape": None, "order": None}
-    return {"image_shape": PRESETS[p.image]["image_shape"], "order": PRESETS[p.image]["order"]}
+    """``image_shape`` / ``order`` of ``[aksc] image_shape``, ``order`` and ``image`` (None: the augmentation
+    preset's)."""
+    from bigclust.subspace.augment import aksc_layout
+    shape, order = aksc_layout(p.image, p.image_shape, p.order)
+    return {"image_shape": shape, "order": order}
 
 
 def features_of(X, X_aug, p):
@@ -266,7 +342,7 @@ def semi_fit(X, y_known, p, n_classes, seed):
     """
     import numpy as np
 
-    from bigclust.subspace import _augment_options, aks_sc, augment_images, interpolate
+    from bigclust.subspace import aks_sc, augment, interpolate
     from bigclust.subspace.semi import check_semi_labels
 
     X = np.asarray(X, dtype=np.float64)
@@ -276,7 +352,7 @@ def semi_fit(X, y_known, p, n_classes, seed):
     elif p.augment == "interpolate":
         X_aug, origin, _ = interpolate(X, y_known, p.n_interpolate, n_mix=2, weights="uniform", random_state=seed)
     else:
-        X_aug, origin = augment_images(X, random_state=seed, **_augment_options(p.augment, None, None))
+        X_aug, origin = augment(X, p.augment, random_state=seed, **_layout(p))
     X, X_aug = features_of(X, X_aug, p)
     opts = {"svt_method": p.svt} if p.regularizer == "nuclear" else {}
     if p.max_iter:

@@ -84,7 +84,24 @@ def _pos(name, v):
 
 
 def ssc_lambda(X, dictionary, neighbors, alpha=ALPHA):
-    """``lam = min_i ||A_i^T x_i||_inf / alpha`` (Elhamifar & Vidal's rule on the kNN supports)."""
+    """Compute ``lam = min_i ||A_i^T x_i||_inf / alpha`` (Elhamifar & Vidal's rule on the kNN supports).
+
+    Parameters
+    ----------
+    X : array-like (n, d) or None
+        As in :func:`self_expression`.
+    dictionary : Dictionary
+        From :func:`build_dictionary`.
+    neighbors : ndarray (n, k) or None
+        As in :func:`self_expression`.
+    alpha : float
+        The divisor.
+
+    Returns
+    -------
+    float
+        The l1 weight.
+    """
     alpha = _pos("alpha", alpha)
     Xs = _samples(X, dictionary)
     if neighbors is None:
@@ -155,7 +172,8 @@ def self_expression(X, dictionary, neighbors, regularizer="l1", lam=None, *, alp
     -------
     C : scipy.sparse.csc_matrix (N, n)
         Row = dictionary atom, column = sample; exact zeros are not stored.
-    info : dict, only with ``return_info``
+    info : dict
+        Only with ``return_info``.
 
     Notes
     -----

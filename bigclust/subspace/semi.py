@@ -103,10 +103,20 @@ def propagate_labels(W1, labelled, Yhat, *, R=None, gamma=0.1, mu1=100.0, mu2=10
 
     Parameters
     ----------
-    W1 : sparse (N, N) symmetric non-negative edge weights.
-    labelled : bool (N,)  Delta's diagonal.
-    Yhat : (N, K) one-hot on labelled rows.
-    R : sparse (N, N) symmetric non-negative or None (sample-augmentation graph).
+    W1 : scipy.sparse matrix (N, N)
+        Symmetric non-negative edge weights.
+    labelled : ndarray of bool (N,)
+        Delta's diagonal.
+    Yhat : ndarray (N, K)
+        One-hot on labelled rows.
+    R : scipy.sparse matrix (N, N) or None
+        Symmetric non-negative sample-augmentation graph.
+    gamma, mu1, mu2 : float
+        Weights of ``L1``, of the label fit ``Delta`` and of ``L2`` (R's Laplacian).
+    ridge : float
+        Added to M's diagonal, so that M is positive definite.
+    cg_tol : float
+        Relative tolerance of CG.
     solver : {"cg", "direct"}
         ``cg``: Jacobi-preconditioned conjugate gradients per column of F,
         relative tolerance ``cg_tol``.  ``direct``: one sparse LU
@@ -115,9 +125,15 @@ def propagate_labels(W1, labelled, Yhat, *, R=None, gamma=0.1, mu1=100.0, mu2=10
         1e-2`` on coefficient links gives condition numbers ~1e5-1e6, where CG
         needs thousands of iterations per column).
 
+    return_info : bool
+        Also return the solver's checks.
+
     Returns
     -------
-    F : ndarray (N, K) non-negative, rows summing to 1 (see module docstring).
+    F : ndarray (N, K)
+        Non-negative, rows summing to 1 (see module docstring).
+    info : dict
+        Only with ``return_info=True``.
     """
     from scipy.sparse.csgraph import connected_components
     from scipy.sparse.linalg import cg
@@ -178,21 +194,33 @@ def aks_sc(X, y, *, X_aug=None, origin=None, regularizer="l1", n_neighbors=10, l
     Parameters
     ----------
     X : array-like (n, d)
-    y : array-like of int (n,), labels 0..K-1, ``-1`` for unlabelled samples.
-    X_aug, origin : augmented samples and their sources (from
-        :func:`augment_images` or :func:`interpolate`), or None (the "-LP"
-        variants without augmentation).
+        Samples as rows.
+    y : array-like of int (n,)
+        Labels 0..K-1, ``-1`` for unlabelled samples.
+    X_aug, origin : ndarray or None
+        Augmented samples and their sources (from :func:`augment_images` or :func:`interpolate`), or None
+        (the "-LP" variants without augmentation).
     regularizer : {"l1", "l2", "nuclear"}
+        SSC, LSR or LRR.
     n_neighbors : int
+        Size of each sample's kNN dictionary.
     lam : float or None
         As in :func:`self_expression` (None: l1 -> mu/alpha, l2/nuclear -> 0.05).
+    alpha : float
+        Divisor of the automatic l1 weight, as in :func:`self_expression`.
     gamma, mu1, mu2 : float
         Coupling C-F, label fit, augmentation consistency (defaults 0.1, 100, 100).
     max_outer : int
         Outer iterations (default 10); stops earlier when
         ``||F_t - F_{t-1}||_F <= tol ||F_t||_F``.
+    tol : float
+        That relative change.
     n_classes : int or None
         K; default ``max(y) + 1``.  Every class needs a labelled sample.
+    knn_method : {"auto", "exact", "pynndescent"}
+        The neighbour search of the kNN dictionary.
+    ridge, cg_tol : float
+        As in :func:`propagate_labels`.
     f_solver : {"direct", "cg"}
         F-step solver (:func:`propagate_labels`).  Default ``direct`` (one
         sparse LU for all K columns): on COIL-20 with 11 augmentations and 4
@@ -201,13 +229,19 @@ def aks_sc(X, y, *, X_aug=None, origin=None, regularizer="l1", n_neighbors=10, l
         (same machine, load ~20; the system is ill-conditioned, see
         :func:`propagate_labels`).  Both give F >= 0 and rows summing to 1 to
         1e-10 there.
+    random_state : int
+        Seed of the NN-descent index.
+    return_info : bool
+        Also return the intermediate results.
     **solver_options
         ADMM options (rho, eps_abs, eps_rel, max_iter) or LRR options.
 
     Returns
     -------
-    labels : ndarray of int64 (n,), ``argmax`` of F's original rows.
-    info : dict (F, C, n_outer, history of F changes, propagation checks), with ``return_info``.
+    labels : ndarray of int64 (n,)
+        ``argmax`` of F's original rows.
+    info : dict
+        With ``return_info``: F, C, n_outer, history of F changes, propagation checks.
     """
     from bigclust.subspace.dictionary import atom_labels, build_dictionary, knn_dictionary
     from bigclust.subspace.lrr import lrr_knn

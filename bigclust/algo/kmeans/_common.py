@@ -22,7 +22,7 @@ INIT_METHODS = ("k-means++", "random")
 class KMeansResult:
     """Outcome of all restarts of a k-means run.
 
-    Attributes
+    Parameters
     ----------
     labels : ndarray of int32, shape (n_init, n)
         Cluster labels of every restart.
@@ -140,7 +140,8 @@ def init_centers(X, n_clusters, seeds, method="k-means++"):
 
     Returns
     -------
-    ndarray of float64, shape (len(seeds), k, d), or (k, d) for a scalar seed.
+    ndarray of float64, shape (len(seeds), k, d), or (k, d) for a scalar seed
+        The initial centres.
     """
     X = _as_float64(X)
     k = _check_k(n_clusters, X.shape[0])

@@ -16,7 +16,7 @@ from bigclust.algo.kmeans._common import (KMeansResult, _as_csr64, _as_float64, 
 
 
 def kmeans(X, n_clusters, *, n_init=10, max_iter=300, init="k-means++", tol=0.0, random_state=None):
-    """Lloyd's k-means with independent restarts, in parallel over restarts.
+    """Cluster by Lloyd's k-means with independent restarts, in parallel over restarts.
 
     Parameters
     ----------
@@ -62,6 +62,19 @@ def kmeans(X, n_clusters, *, n_init=10, max_iter=300, init="k-means++", tol=0.0,
     'singleton'); such events are counted and reported by a RuntimeWarning.
     If a restart stops on ``max_iter`` or ``tol`` a final assignment makes
     its labels and inertia match the returned centres.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bigclust.kmeans import kmeans
+    >>> X = np.array([[0.0, 0.0], [0.0, 1.0], [10.0, 0.0], [10.0, 1.0]])
+    >>> res = kmeans(X, 2, n_init=3, random_state=0)
+    >>> labels = res.labels[res.best]
+    >>> bool(labels[0] == labels[1] != labels[2] == labels[3]), float(res.inertia[res.best])
+    (True, 1.0)
+    >>> print(res.centers[np.argsort(res.centers[:, 0])])
+    [[ 0.   0.5]
+     [10.   0.5]]
     """
     X = _as_csr64(X) if sp.issparse(X) else _as_float64(X)
     n = X.shape[0]
