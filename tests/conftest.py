@@ -13,7 +13,7 @@ def data_root():
     root = os.environ.get("BIGCLUST_DATA")
     if not root or not Path(root).is_dir():
         pytest.skip("real data not available: set BIGCLUST_DATA to the shared data folder")
-    return Path(root)
+    return Path(root).resolve()   # absolute: a config in a temporary folder resolves a relative root against itself
 
 
 @pytest.fixture(autouse=True)

@@ -247,7 +247,7 @@ def test_out_of_core_path_equals_in_memory(tmp_path, make_config):
         assert a["MC"] == pytest.approx(b["MC"], rel=1e-6, abs=1e-12)
         assert a["acc_avg"] == pytest.approx(b["acc_avg"], abs=1e-9)
     bad = _with(ooc_cfg, 'solver = "alternating"', 'solver = "dual"')
-    with pytest.raises(UserError, match="supports solver"):
+    with pytest.raises(UserError, match="only the alternating solver streams"):
         run(bad, out=str(tmp_path / "o_bad"))
 
 
