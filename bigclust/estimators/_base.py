@@ -131,19 +131,40 @@ class PipelineEstimator(ClusterMixin, BaseEstimator):
         """The fitted attributes from the run."""
         raise NotImplementedError
 
+    #: whether ``fit`` sets ``top_terms_`` (the largest features of each cluster, when their names are known)
+    _top_terms = False
+
+    def _term_factor(self):
+        """The fitted (features x clusters) factor whose largest entries name a cluster; None: the centroids."""
+        return None
+
     def fit(self, X, y=None):
         """Cluster X.
 
         Parameters
         ----------
         X : array-like, scipy.sparse matrix or dask.array of shape (n_samples, n_features)
-        y : ignored
+            The samples (a DataFrame's columns count as feature names).
+        y : array-like of shape (n_samples,) or None
+            Ignored, except by estimators that take partial labels (their own docstring says how).
 
         Returns
         -------
         self
+            The fitted estimator.
         """
-        X = _check_X(self, X)
+        raw = X
+        if self._top_terms and hasattr(X, "shape") and len(X.shape) == 2:
+            from bigclust.report.terms import feature_names
+            feature_names(self, X.shape[1])       # a wrong count is said before the fit, not after
+        self._fit(_check_X(self, X), y)
+        if self._top_terms:
+            from bigclust.report.terms import fitted_top_terms
+            self.top_terms_ = fitted_top_terms(self, raw, self.labels_, factor=self._term_factor())
+        return self
+
+    def _fit(self, X, y):
+        """The template: parameters, y, the config point, the method's rules, the run, the fitted attributes."""
         for stale in self._fit_only:
             self.__dict__.pop(stale, None)
         specs = {**_params.COMMON, **self._parameters()}
@@ -160,14 +181,13 @@ class PipelineEstimator(ClusterMixin, BaseEstimator):
         self._check_data(X, p)
         if k == 1:   # one cluster holds every sample; there is nothing to compute
             self._one_cluster(X, y, p, config)
-            return self
+            return
         keep, Xk, yk = self._kept_rows(X, k, y)
         with _in_estimator_words(self):
             res = _run(config, Xk, p["scheduler"], yk, self._fetch)
         res.keep = keep
         res.labels = _expand_rows(keep, res.labels, -1, np.int64)
         self._set_fitted(res, y)
-        return self
 
     def fit_predict(self, X, y=None):
         """Cluster X (``y`` as in :meth:`fit`) and return ``labels_``."""

@@ -152,29 +152,11 @@ class NMFClustering(PipelineEstimator):
         self.objective_ = res.inertia
         self.n_iter_ = int(res.attrs.get("n_iter", 0))
 
-    def fit(self, X, y=None):
-        """Factorise X and label each document by its largest factor entry.
+    _top_terms = True
 
-        Parameters
-        ----------
-        X : array-like, scipy.sparse matrix or dask.array, shape (n_samples, n_features)
-            Non-negative for the linear model.
-        y : None
-            Ignored (scikit-learn's convention).
-
-        Returns
-        -------
-        self
-            The fitted estimator.
-        """
-        from bigclust.report.terms import feature_names, fitted_top_terms
-        if hasattr(X, "shape") and len(X.shape) == 2:
-            feature_names(self, X.shape[1])       # a wrong count is said before the fit, not after
-        super().fit(X, y)
-        linear = self.model == "linear" and self.components_ is not None
-        self.top_terms_ = fitted_top_terms(self, X, self.labels_,
-                                           factor=self.components_.T if linear else None)
-        return self
+    def _term_factor(self):
+        """The linear model's term factor (terms x clusters); None for the bilinear model (the centroids)."""
+        return self.components_.T if self.model == "linear" and self.components_ is not None else None
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

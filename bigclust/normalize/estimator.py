@@ -147,27 +147,7 @@ class SpectralClustering(PipelineEstimator):
             "embed": {"eigensolver": p["eigensolver"]},
         }
 
-    def fit(self, X, y=None):
-        """Cluster X (see the class); ``top_terms_`` when feature names are known.
-
-        Parameters
-        ----------
-        X : array-like, scipy.sparse matrix or dask.array of shape (n_samples, n_features)
-            The samples.
-        y : None
-            Ignored (scikit-learn's convention).
-
-        Returns
-        -------
-        self
-            The fitted estimator.
-        """
-        from bigclust.report.terms import feature_names, fitted_top_terms
-        if hasattr(X, "shape") and len(X.shape) == 2:
-            feature_names(self, X.shape[1])       # a wrong count is said before the fit, not after
-        super().fit(X, y)
-        self.top_terms_ = fitted_top_terms(self, X, self.labels_)
-        return self
+    _top_terms = True
 
     def _one_cluster(self, X, y, p, config):
         self.labels_ = np.zeros(X.shape[0], dtype=np.int64)
