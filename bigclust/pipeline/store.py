@@ -210,7 +210,7 @@ class Store:
             else:
                 os.replace(tmp, final)
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            _remove_settled(tmp)
             raise
 
     def written_here(self, stage: str, key: str) -> bool:
@@ -416,3 +416,19 @@ def read_matrix(group, name, *, lazy=False):
         import dask.array as da
         return da.from_zarr(node)
     return node[...]
+
+
+def _remove_settled(path: Path, settle: float = 1.0):
+    """Remove a failed write's folder, and again while it reappears for up to ``settle`` seconds: when one
+    task of Dask's threaded scheduler raises, the others still running finish their chunk writes into it."""
+    deadline = time.monotonic() + settle
+    while True:
+        shutil.rmtree(path, ignore_errors=True)
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.05)
+        if not path.exists():
+            time.sleep(0.1)          # a last chunk may still be on its way
+            if not path.exists():
+                return
+
