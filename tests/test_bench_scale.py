@@ -56,3 +56,18 @@ def test_pipeline_config_matches_bench_defaults():
     for sec, want in bs.DEFAULT_CONFIG.items():
         for key, v in want.items():
             assert cfg.sections[sec][key] == v, (sec, key)
+
+
+def test_mnist_8m_config_matches_bench_defaults_and_sizes(tmp_path):
+    cfg = load(Path(__file__).parents[1] / "pipelines" / "scale" / "mnist-8m.toml")
+    for sec, want in bs.DEFAULT_CONFIG_8M.items():
+        for key, v in want.items():
+            assert cfg.sections[sec][key] == v, (sec, key)
+    assert cfg.sections["preprocess"]["pca_solver"] == "covariance"
+    ds, sizes, base = bs._settings("mnist-8m", None, None)
+    assert (ds, sizes, base["data"]["name"]) == ("mnist-8m", [1_000_000, 2_000_000, 4_000_000, 8_100_000], "mnist-8m")
+    ds, sizes, base = bs._settings(None, [70_000], Path(__file__).parents[1] / "pipelines" / "scale" / "mnist-8m.toml")
+    assert ds == "mnist-8m" and sizes == [70_000] and base["preprocess"]["pca_solver"] == "covariance"
+    assert bs._settings(None, None, None)[1] == list(bs.SIZES)
+    with pytest.raises(Exception, match="between 100 and 1000000"):
+        bs._settings("mnist-1m", [2_000_000], None)

@@ -76,3 +76,45 @@ def test_pipeline_preprocess_pca_streams_and_equals_in_memory(tmp_path, make_con
     ref = PCA(3, svd_solver="full").fit(Xn)
     signs = np.sign(np.sum(Z * ref.transform(Xn), axis=0))
     np.testing.assert_allclose(Z * signs, ref.transform(Xn), atol=1e-5)
+
+
+@pytest.mark.parametrize("kind, chunk", [("dense", 4096), ("dense", 77), ("dask", 61)])
+def test_covariance_solver_equals_full_svd(data, kind, chunk):
+    X, ref = data
+    Xin = {"dense": X, "dask": da.from_array(X, chunks=(chunk, X.shape[1]))}[kind]
+    mean, comps, var = pca_fit(Xin, 6, solver="covariance", chunk_rows=chunk, return_variance=True)
+    np.testing.assert_allclose(mean, ref.mean_, rtol=1e-12)
+    _same_up_to_sign(comps, ref.components_, 1e-9)
+    np.testing.assert_allclose(var, ref.explained_variance_, rtol=1e-9)
+    assert pca_fit(Xin, 6, solver="auto", chunk_rows=chunk)[1] == pytest.approx(comps, abs=1e-12)
+
+
+def test_streamed_pca_takes_chunks_of_any_source(data):
+    """Generators, callables, a transform per chunk and uint8 chunks (float32 products, float64 sums)."""
+    from bigclust.algo.preprocess import l2_normalize, pca_fit_streamed
+
+    X, ref = data
+    gen = (X[a:a + 100] for a in range(0, 900, 100))
+    m1, c1 = pca_fit_streamed(gen, 6)
+    m2, c2 = pca_fit_streamed(lambda: (X[a:a + 250] for a in range(0, 900, 250)), 6)
+    np.testing.assert_allclose(m1, ref.mean_, rtol=1e-12)
+    _same_up_to_sign(c1, ref.components_, 1e-9)
+    np.testing.assert_allclose(c2, c1, atol=1e-9)
+    U8 = np.random.default_rng(1).integers(0, 256, (700, 30)).astype(np.uint8)
+    ref8 = PCA(4, svd_solver="full").fit(l2_normalize(U8.astype(np.float64)))
+    mean, comps, var = pca_fit_streamed([U8[:300], U8[300:]], 4, transform=l2_normalize, return_variance=True)
+    np.testing.assert_allclose(mean, ref8.mean_, atol=1e-7)
+    _same_up_to_sign(comps, ref8.components_, 1e-4)
+    np.testing.assert_allclose(var, ref8.explained_variance_, rtol=1e-4)
+    with pytest.raises(DataError, match="no rows"):
+        pca_fit_streamed(iter([]), 2)
+
+
+def test_solver_choice_errors(data):
+    X, _ = data
+    with pytest.raises(DataError, match="covariance PCA solver needs dense"):
+        pca_fit(sp.csr_matrix(X), 3, solver="covariance")
+    with pytest.raises(DataError, match="unknown PCA solver"):
+        pca_fit(X, 3, solver="svd")
+    # auto on sparse data: the randomised solver
+    np.testing.assert_allclose(pca_fit(sp.csr_matrix(X), 3, solver="auto")[1], pca_fit(X, 3)[1], atol=1e-9)

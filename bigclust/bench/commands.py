@@ -137,9 +137,11 @@ def bench_knn(n, ks, pca, repeats, raw, exact_repeats, approx):
 
 
 @_command("scale")
-@click.option("--sizes", default=",".join(map(str, (10_000, 20_000, 35_000, 70_000, 140_000, 280_000, 560_000,
-                                                    1_000_000))), show_default=True,
-              help="Comma-separated n (rows of mnist-1m, a prefix each).")
+@click.option("--sizes", default=None, help="Comma-separated n, a prefix of the data set each (default: 10000 ... "
+              "1000000 for mnist-1m; 1000000,2000000,4000000,8100000 for mnist-8m).")
+@click.option("--data", "dataset", default=None, type=click.Choice(["mnist-1m", "mnist-8m"]),
+              help="The rows (the same generator; mnist-8m is stored as uint8): default the --config's [data] "
+                   "name, else mnist-1m.")
 @click.option("--methods", default="sk,bbs_dual", show_default=True, help="Normalisations to run: sk, bbs_dual.")
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--scheduler", default=None, help="'local-cluster', tcp://HOST:PORT or 'synchronous'; default: "
@@ -151,13 +153,13 @@ def bench_knn(n, ks, pca, repeats, raw, exact_repeats, approx):
               help="Folder for the temporary stores (on a shared file system for a multi-machine scheduler).")
 @click.option("--keep", is_flag=True, help="Keep the stores of every size; with --workdir the stores sit at fixed "
               "places there and a re-run resumes (finished stages and kNN chunks are not recomputed).")
-def bench_scale(sizes, methods, repeats, scheduler, config, out, workdir, keep):
+def bench_scale(sizes, dataset, methods, repeats, scheduler, config, out, workdir, keep):
     """Time and peak RSS per stage of the kNN pipeline at growing n, log-log slopes (JSON + PNG)."""
     try:
-        ns = [int(s) for s in sizes.split(",") if s.strip()]
+        ns = [int(s) for s in sizes.split(",") if s.strip()] if sizes else None
     except ValueError:
         raise UserError(f"--sizes must be comma-separated integers, got {sizes!r}") from None
-    return dict(sizes=ns, methods=[m.strip() for m in methods.split(",") if m.strip()], repeats=repeats,
+    return dict(sizes=ns, dataset=dataset, methods=[m.strip() for m in methods.split(",") if m.strip()], repeats=repeats,
                 scheduler=scheduler, config=config, out=out, workdir=workdir, keep=keep,
                 log=lambda m: click.echo(m, err=True))
 

@@ -1,7 +1,7 @@
 """``bigclust bench scale``: time and peak RSS per stage of the kNN pipeline as n grows, and log-log slopes.
 
-For each size n (prefixes of ``mnist-1m``: the first 70000 rows are MNIST, the
-rest its augmented copies) the pipeline runs in a fresh store: ingest (the n
+For each size n (prefixes of ``mnist-1m``, or of ``mnist-8m`` up to 8.1 million rows: the
+first 70000 rows are MNIST, the rest its augmented copies, the same rows in both) the pipeline runs in a fresh store: ingest (the n
 rows generated and written) → preprocess (L2, PCA) → kNN affinity → for SK and
 BBS-dual: normalise + eigenvectors (one embed stage; the normalisation's own
 seconds are its ``normalize_seconds``) → mini-batch k-means → report.  Each
@@ -13,7 +13,8 @@ Workers of a remote scheduler (``tcp://``) are not children and not sampled.
 
 :func:`fit_slopes` fits ``log seconds = a + slope log n`` per stage by least
 squares; :func:`scale_result` assembles the JSON and :func:`plot` the log-log
-figure.  Timings are medians over ``repeats``.
+figure.  Timings are medians over ``repeats``; the load average before and
+after every size is recorded beside them (``load_before`` / ``load_after``).
 """
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ from bigclust._util.errors import UserError
 from bigclust.bench._measure import PeakRSS, load_avg, machine, timed
 
 SIZES = (10_000, 20_000, 35_000, 70_000, 140_000, 280_000, 560_000, 1_000_000)
+#: the default sizes per data set (``--data``): mnist-8m extends the curve from 1M to MNIST8M's 8.1M
+DATASET_SIZES = {"mnist-1m": SIZES, "mnist-8m": (1_000_000, 2_000_000, 4_000_000, 8_100_000)}
 #: method tag -> (method name, its section): the two normalisations the issue compares
 METHODS = {"sk": ("sk", {"n_iter": 1000, "tol": 1e-6}), "bbs_dual": ("bbs", {"solver": "dual", "n_iter": 100,
                                                                               "tol": 1e-6})}
@@ -56,6 +59,9 @@ DEFAULT_CONFIG = {
     "dask": {"n_workers": 2},
     "store": {"max_memory": "4GB"},
 }
+#: the pipeline of pipelines/scale/mnist-8m.toml: the same with mnist-8m's rows and the one-pass exact PCA
+DEFAULT_CONFIG_8M = {**DEFAULT_CONFIG, "data": {"name": "mnist-8m", "chunk_rows": 8192},
+                     "preprocess": {**DEFAULT_CONFIG["preprocess"], "pca_solver": "covariance"}}
 
 
 # -- measuring -----------------------------------------------------------------------------
@@ -97,8 +103,9 @@ def _config(base: dict, folder: Path, tags):
     return from_dict(raw, folder / "bench-scale.toml")
 
 
-def run_size(n, base_config, client, folder: Path, *, tags=tuple(METHODS), root=None, log=None):
-    """One pipeline run on the first n rows of mnist-1m; returns (seconds per stage, peaks, scores)."""
+def run_size(n, base_config, client, folder: Path, *, tags=tuple(METHODS), root=None, log=None,
+             dataset="mnist-1m"):
+    """One pipeline run on the first n rows of ``dataset``; returns (seconds per stage, peaks, scores)."""
     from bigclust.report import tables as report
     from bigclust.datasets.registry import open_mnist1m
     from bigclust.pipeline.methods import get as get_method
@@ -110,7 +117,7 @@ def run_size(n, base_config, client, folder: Path, *, tags=tuple(METHODS), root=
     with PeakRSS(0.1, children=True) as peaks:
         runner = _timed_runner(peaks)(cfg, store, client, force=False, log=log or (lambda m: None))
         runner.seconds = {}
-        runner.source = open_mnist1m(n, root)
+        runner.source = open_mnist1m(n, root, name=dataset)
         runner.trials = []
         (point,) = list(cfg.points())
         records, scores = [], {}
@@ -196,7 +203,7 @@ def plot(res: dict, path):
             ax.plot(n, t0 * (n / n[-1]) ** k, style, color="grey", label=f"slope {k}")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("n (rows of mnist-1m)")
+    ax.set_xlabel(f"n (rows of {res.get('dataset', 'mnist-1m')})")
     ax.set_ylabel("seconds")
     ax.set_title(f"bigclust bench scale ({res.get('scheduler') or 'local threads'}, load {res.get('load_avg_1min')})")
     ax.legend(fontsize=7)
@@ -227,35 +234,52 @@ def format_report(res: dict) -> str:
 # -- the command -----------------------------------------------------------------------------------
 
 
-def bench_scale(sizes=SIZES, *, methods=tuple(METHODS), repeats=1, scheduler=None, config=None, out="bench-scale",
-                workdir=None, keep=False, log=None):
+def _settings(dataset, sizes, config):
+    """``(data set, sorted sizes, pipeline sections)`` from the options: the data set is ``--data``, else the
+    config's ``[data] name``, else mnist-1m; sizes default to :data:`DATASET_SIZES` and stop at its rows."""
+    from bigclust.datasets import get_info
+    from bigclust.pipeline.config import load
+
+    if dataset is not None and dataset not in DATASET_SIZES:
+        raise UserError(f"--data must be one of {', '.join(DATASET_SIZES)}, got {dataset!r}")
+    if config is not None:
+        base = {s: v for s, v in load(config).sections.items() if s not in ("store", "output", "evaluate")}
+        named = base["data"].get("name")
+        dataset = dataset or (named if named in DATASET_SIZES else "mnist-1m")
+    else:
+        dataset = dataset or "mnist-1m"
+        base = DEFAULT_CONFIG_8M if dataset == "mnist-8m" else DEFAULT_CONFIG
+    base = {**base, "data": {"name": dataset, "chunk_rows": base["data"]["chunk_rows"]}}
+    sizes = sorted({int(s) for s in (sizes or DATASET_SIZES[dataset])})
+    top = get_info(dataset).n_samples
+    if not sizes or sizes[0] < 100 or sizes[-1] > top:
+        raise UserError(f"--sizes must lie between 100 and {top} (rows of {dataset}), got {sizes}")
+    return dataset, sizes, base
+
+
+def bench_scale(sizes=None, *, dataset=None, methods=tuple(METHODS), repeats=1, scheduler=None, config=None,
+                out="bench-scale", workdir=None, keep=False, log=None):
     """Run the kNN pipeline at every size; write ``scale.json`` and ``scale.png`` to ``out``; return the JSON.
 
-    ``scale.json`` is rewritten after every size, so a run stopped by a time
-    limit keeps the sizes it finished.
+    ``dataset``: ``mnist-1m`` or ``mnist-8m`` (sizes up to 8.1M; default
+    :data:`DATASET_SIZES`).  ``scale.json`` is rewritten after every size, so
+    a run stopped by a time limit keeps the sizes it finished.
     """
     import os
 
-    from bigclust.pipeline.config import load
     from bigclust.pipeline.scheduler import check_scheduler, dask_client
 
     if not os.environ.get("BIGCLUST_DATA"):
         raise UserError("bench scale needs MNIST: set BIGCLUST_DATA to the shared data folder")
-    sizes = sorted({int(s) for s in sizes})
     tags = tuple(dict.fromkeys(methods))
     if not tags or any(t not in METHODS for t in tags):
         raise UserError(f"--methods must be some of {', '.join(METHODS)}, got {', '.join(methods)}")
-    if not sizes or sizes[0] < 100 or sizes[-1] > 1_000_000:
-        raise UserError(f"--sizes must lie between 100 and 1000000 (rows of mnist-1m), got {sizes}")
-    base = DEFAULT_CONFIG
-    if config is not None:
-        base = {s: v for s, v in load(config).sections.items() if s not in ("store", "output", "evaluate")}
-        base["data"] = {"name": "mnist-1m", "chunk_rows": base["data"]["chunk_rows"]}
+    dataset, sizes, base = _settings(dataset, sizes, config)
     scheduler = scheduler if scheduler is not None else base.get("dask", {}).get("scheduler") or None
     check_scheduler(scheduler)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    head = {**machine(), "bench": "scale", "repeats": repeats, "scheduler": scheduler or "local threads",
+    head = {**machine(), "bench": "scale", "dataset": dataset, "repeats": repeats, "scheduler": scheduler or "local threads",
             "n_workers": base.get("dask", {}).get("n_workers", 1), "config": str(config) if config else "built-in",
             "knn": {k: base["affinity"][k] for k in ("n_neighbors", "gamma", "knn_chunk_rows")}
             | {"search": ("ivf, chunked (bigclust.algo.knn.ivf)" if base["affinity"].get("knn") == "ivf"
@@ -266,33 +290,37 @@ def bench_scale(sizes=SIZES, *, methods=tuple(METHODS), repeats=1, scheduler=Non
     stages = list(stage_names(tags))
     seconds = {s: [] for s in stages}
     peak, peak_sum = {s: [] for s in stages}, {s: [] for s in stages}
-    done_n, scores, per_process = [], {}, {}
+    done_n, scores, per_process, loads = [], {}, {}, {"load_before": [], "load_after": []}
     # --workdir with --keep: stores at fixed places, so the same command resumes a killed run (finished
     # stages are skipped and the kNN stage recomputes only its unfinished chunks); else a fresh folder
     if workdir is not None and keep:
         work = Path(workdir)
         work.mkdir(parents=True, exist_ok=True)
     else:
+        if workdir is not None:
+            Path(workdir).mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix="bigclust-scale-", dir=workdir))
     try:
         with dask_client(scheduler, base.get("dask", {}).get("n_workers", 1)) as client:
             for n in sizes:
                 runs = []
+                loads["load_before"].append(load_avg()[0])
                 for r in range(repeats):
                     folder = work / f"n{n}-r{r}"
                     (log or (lambda m: None))(f"bench scale: n={n} repeat {r + 1}/{repeats}")
-                    runs.append(run_size(n, base, client, folder, tags=tags, log=log))
+                    runs.append(run_size(n, base, client, folder, tags=tags, log=log, dataset=dataset))
                     if not keep:
                         shutil.rmtree(folder, ignore_errors=True)
                 for s in stages:
                     seconds[s].append(statistics.median(run[0].get(s, float("nan")) for run in runs))
                     peak[s].append(max(run[1].get(s, 0) for run in runs))
                     peak_sum[s].append(max(run[2].get(s, 0) for run in runs))
+                loads["load_after"].append(load_avg()[0])
                 scores[n] = runs[0][3]
                 per_process[n] = runs[-1][4]
                 done_n.append(n)
                 res = scale_result(done_n, seconds, peak, peak_rss_sum=peak_sum,
-                                   extra={**head, "load_avg_1min_now": load_avg()[0],
+                                   extra={**head, "load_avg_1min_now": load_avg()[0], **loads,
                                           "scores": scores, "per_process_peak_rss_bytes": per_process})
                 (out / "scale.json").write_text(json.dumps(res, indent=1, default=float))
                 plot(res, out / "scale.png")

@@ -46,7 +46,8 @@ class _Spec:
 
 
 def _s(name, n, d, k, kind, files, desc, **kw):
-    opts = {o: kw.pop(o) for o in ("label_column", "n_fields", "splits", "min_docs", "scale_to") if o in kw}
+    opts = {o: kw.pop(o) for o in ("label_column", "n_fields", "splits", "min_docs", "scale_to", "store_dtype")
+            if o in kw}
     if "keep" in kw:
         kw["keep"] = tuple(kw["keep"])
     return _Spec(DatasetInfo(name, desc, n, d, k, kind in ("news20", "reuters"), tuple(files)),
@@ -84,6 +85,7 @@ _TABLE = [
     _s("news20-all",  18809,  -1,  20, "news20",  _NEWS,         "20 Newsgroups bydate, training then test (18846 docs, 37 empty dropped), term counts", splits=("train", "test")),
     _s("reuters",     9465,   -1,  51, "reuters", _REUTERS,      "Reuters-21578 single-topic documents, topics with >= 5 (paper 001)", min_docs=5),
     _s("mnist-1m",    1000000, 784, 10, "mnist1m", _MNIST_TRAIN + _MNIST_TEST, "MNIST then deterministic rotated/zoomed/shifted copies to 1,000,000 rows (label and origin of the source digit)", classes=_DIGITS),
+    _s("mnist-8m",    8100000, 784, 10, "mnist1m", _MNIST_TRAIN + _MNIST_TEST, "mnist-1m's generator to 8,100,000 rows (MNIST8M's size; its first 1,000,000 rows are mnist-1m's), stored as uint8 (rounded)", classes=_DIGITS, store_dtype="uint8"),
 ]
 # paper 002's Table 2: the first 50 test images of the digits 0..K, the subsets [0:K] (K = 9: mnist-test-500)
 _TABLE += [_s(f"mnist-test-500-0-{K}", 50 * (K + 1), 784, K + 1, "idx", _MNIST_TEST,
@@ -181,30 +183,36 @@ def open_dataset(name: str, root=None) -> Source:
             return text.news20_source(spec.info, paths[0], spec.opts["splits"])
         return text.reuters_source(spec.info, paths, spec.opts["min_docs"])
     if spec.kind == "mnist1m":  # generated chunk by chunk from the MNIST files (datasets/mnist1m.py)
-        return open_mnist1m(spec.info.n_samples, root)
+        return open_mnist1m(spec.info.n_samples, root, name=name)
     kept = list(spec.keep) if spec.keep is not None else list(spec.classes)
     return Source(spec.info, lambda hint: _selected(spec, paths, hint), class_names=kept)
 
 
-def open_mnist1m(n_rows: int | None = None, root=None) -> Source:
-    """The first ``n_rows`` rows (default all) of ``mnist-1m``, generated from the MNIST files under ``root``.
+def open_mnist1m(n_rows: int | None = None, root=None, *, name: str = "mnist-1m") -> Source:
+    """The first ``n_rows`` rows (default all) of ``mnist-1m`` (or ``mnist-8m``), generated from the MNIST files.
 
     The registry reads the source images (data set ``mnist``) and passes them
     to :func:`bigclust.datasets.mnist1m.source`, which knows nothing of the
-    registry (the subsets of ``bench scale`` are such prefixes).
+    registry (the subsets of ``bench scale`` are such prefixes).  Both data
+    sets are one generator: a prefix of ``mnist-8m`` up to 1,000,000 rows has
+    ``mnist-1m``'s rows, rounded to ``uint8``.
     """
     from bigclust.datasets.mnist1m import source
 
+    spec = _spec(name)
+    if spec.kind != "mnist1m":
+        raise DataError(f"{name!r} is not a generated MNIST set (mnist-1m, mnist-8m)")
     root = Path(root).expanduser() if root is not None else default_root()
-    spec = _BY_NAME["mnist-1m"]
     base = _BY_NAME["mnist"]
     paths = [root / f for f in spec.info.files]
     for p in paths:
         if not p.is_file():
-            raise DataError(f"data set 'mnist-1m' needs {p}, which does not exist (set --root or BIGCLUST_DATA)")
+            raise DataError(f"data set {name!r} needs {p}, which does not exist (set --root or BIGCLUST_DATA)")
     n_rows = spec.info.n_samples if n_rows is None else n_rows
+    dtype = spec.opts.get("store_dtype")
     return source(lambda hint: _selected(base, paths, hint), n_base=base.info.n_samples,
-                  n_total=spec.info.n_samples, n_rows=n_rows, files=spec.info.files, class_names=list(spec.classes))
+                  n_total=spec.info.n_samples, n_rows=n_rows, files=spec.info.files, class_names=list(spec.classes),
+                  name=name, store_dtype=np.dtype(dtype) if dtype else None)
 
 
 def _raw_blocks(spec: _Spec, paths, hint):

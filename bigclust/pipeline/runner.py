@@ -159,7 +159,7 @@ class Runner:
             pca=pre["pca"],
             tfidf_local=pre["tfidf_local"] if text else None, tfidf_global=pre["tfidf_global"] if text else None,
             tfidf_normalize=pre["tfidf_normalize"] if text else None, chunk_rows=d["chunk_rows"],
-            standardize=pre["standardize"])
+            standardize=pre["standardize"], pca_solver=pre["pca_solver"])
         pre_key = self._stage(PREPROCESS, pp, _fmt({k: v for k, v in hashed(pp).items()
                                                     if v is not None and k != "input"}))
         y = None

@@ -52,6 +52,7 @@ class PreprocessParams:
     tfidf_normalize: bool | None
     chunk_rows: int = field(default=4096, metadata=RUNTIME)
     standardize: bool = field(default=False, metadata=ADDED)
+    pca_solver: str = field(default="randomized", metadata=ADDED)   # [preprocess] pca_solver
 
 
 @dataclass(frozen=True)

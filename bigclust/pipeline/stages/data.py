@@ -49,14 +49,19 @@ def _check_finite(X, row0, name):
         raise DataError(f"data set {name!r} has NaN or inf values (first in row {row0 + row}, counting rows from 0): fill or drop them")
 
 
-def ingest(store_path, key, attrs, p: IngestParams, *, source, progress=None, **_):
+def ingest(store_path, key, attrs, p: IngestParams, *, source, progress=None, client=None, log=None, **_):
     """Stream ``source`` in row chunks into ``stages/ingest/<key>`` (arrays X, y; plus the per-row
     arrays of a source with ``row_extras``, e.g. mnist-1m's ``origin``).
 
     Dense X is appended chunk by chunk to a row-chunked zarr array, so the
     raw file is never in memory as a whole where its reader streams.  Sparse
-    (text) X is stored as CSR parts.
+    (text) X is stored as CSR parts.  A source that makes any row range on
+    its own (``rows``: mnist-1m, mnist-8m) is written in resumable chunks
+    instead (:func:`_ingest_resumable`), as its ``store_dtype`` (uint8 for mnist-8m).
     """
+    if callable(getattr(source, "rows", None)):
+        return _ingest_resumable(store_path, key, attrs, p, source=source, progress=progress, client=client,
+                                 log=log)
     store = Store(store_path)
     info, chunk_rows = source.info, p.chunk_rows
     with store.write("ingest", key, attrs) as g:
@@ -103,6 +108,80 @@ def ingest(store_path, key, attrs, p: IngestParams, *, source, progress=None, **
                         "has_labels": bool(y.size and y.min() >= 0)})
 
 
+#: zarr chunks per task of the resumable ingest: 8 x 8192 rows, about 200 MB of float32 rows being generated
+INGEST_CHUNKS_PER_TASK = 8
+
+
+def _ingest_rows(src, work, r0, r1):
+    """One task of :func:`_ingest_resumable`: rows ``r0:r1`` generated and written into the scratch group."""
+    import zarr
+
+    g = zarr.open_group(str(work), mode="r+")
+    X, y = src.rows(r0, r1)
+    g["X"][r0:r1] = X
+    g["y"][r0:r1] = np.asarray(y, dtype=np.int64)
+    for name, arr in src.row_extras(r0, r1).items():
+        g[name][r0:r1] = arr
+
+
+def _ingest_resumable(store_path, key, attrs, p, *, source, progress=None, client=None, log=None):
+    """Ingest a source with random access (``source.rows(r0, r1)``) in chunks that survive ``kill -9``.
+
+    The rows go to a scratch group (:mod:`bigclust.pipeline.resumable`) in
+    tasks of :data:`INGEST_CHUNKS_PER_TASK` zarr chunks, each followed by its
+    marker, on the cluster's workers when a distributed ``client`` is given
+    (each reads the source images itself; the store must be on a path they
+    share); a rerun writes only the tasks without a marker.  The finished
+    arrays are then moved (renamed, not copied) into the stage's group: the
+    same arrays and attributes as the streaming ingest, X in ``source.store_dtype``.
+    """
+    import os
+    import shutil
+    from pathlib import Path
+
+    from bigclust.pipeline import resumable as rs
+
+    info = source.info
+    n, d = info.n_samples, info.n_features
+    chunk = max(1, min(p.chunk_rows, n))
+    dtype = np.dtype(getattr(source, "store_dtype", None) or np.float32)
+    extras = {name: a.dtype for name, a in source.row_extras(0, 1).items()}
+    arrays = {"X": dict(shape=(n, d), chunks=(chunk, d), dtype=dtype, fill_value=0),
+              "y": dict(shape=(n,), chunks=(chunk,), dtype=np.int64, fill_value=0),
+              **{name: dict(shape=(n,), chunks=(chunk,), dtype=dt, fill_value=0) for name, dt in extras.items()}}
+    work = rs.work_dir(store_path, "ingest", key)
+    rs.open_work(work, {"dataset": info.name, "n": n, "d": d, "chunk_rows": chunk, "dtype": dtype.name}, arrays)
+    tasks = rs.chunk_bounds(n, chunk * INGEST_CHUNKS_PER_TASK)   # task bounds on zarr chunk bounds: no locks
+    bounds = {i: b - a for i, a, b in tasks}
+    every = max(1, len(tasks) // 10)
+    say = log or rs.say
+
+    def report(msg):  # a progress bar (or one line in ten), not a line per task
+        if " done (" not in msg:
+            say(msg)
+            return
+        i = int(msg.split("/")[0].split()[-1]) - 1
+        if progress is not None:
+            progress(bounds[i])
+        elif int(msg.rsplit("; ", 1)[1].split("/")[0]) % every == 0:
+            say(msg)
+
+    rs.run_chunks(work, tasks, _ingest_rows, lambda i, a, b: (str(work), a, b), shared=(source,), client=client,
+                  max_in_flight=2, title=f"ingest {info.name}: {len(tasks)} tasks of {bounds[0]} rows",
+                  what="ingest task", log=report)
+    store = Store(store_path)
+    with store.write("ingest", key, attrs) as g:
+        folder = Path(g.store.root) / g.path if g.path else Path(g.store.root)
+        for name in arrays:                        # same file system (both inside the store): renames
+            os.replace(work / name, folder / name)
+        y = g["y"][...]
+        g.attrs.update({"n_samples": int(n), "n_features": int(d),
+                        "n_classes": int(np.unique(y).size) if y.size and y.min() >= 0 else 0,
+                        "sparse": False, "dataset": info.name, "class_names": list(source.class_names or []),
+                        "has_labels": bool(y.size and y.min() >= 0)})
+    shutil.rmtree(work, ignore_errors=True)
+
+
 # -- preprocess -----------------------------------------------------------------
 
 
@@ -141,21 +220,24 @@ def preprocess(store_path, key, attrs, p: PreprocessParams, **_):
             if params["l2_normalize"]:
                 X = l2_normalize(X)
             if params["pca"]:
-                mean, comps = pca_fit(X, params["pca"])
+                mean, comps = pca_fit(X, params["pca"], solver=p.pca_solver)
                 write_dense(g, "X", pca_transform(X, mean, comps), chunk_rows=chunk_rows)
             else:
                 write_csr(g, "X", X.astype(np.float32))
         else:
             Xd = read_matrix(src, "X", lazy=True)
+            if Xd.dtype.kind in "iub":    # stored as integers (mnist-8m: uint8 pixels): float32, block by block
+                Xd = Xd.astype(np.float32)
             if p.standardize:  # one streamed pass for the statistics, then block by block
                 mean, scale = standardize_fit(Xd.blocks[i].compute() for i in range(Xd.numblocks[0]))
                 Xd = Xd.map_blocks(functools.partial(standardize, mean=mean, scale=scale), dtype=np.float32)
             if params["l2_normalize"]:
                 Xd = Xd.map_blocks(_l2_block, dtype=Xd.dtype)
             if params["pca"]:
-                # streamed: passes over the row chunks, never the whole X (nor a centred copy) in memory
+                # streamed, never the whole X nor a centred copy: "covariance" sums the covariance in one pass
+                # over the row chunks (a task each), "randomized" makes n_iter + 2 passes
                 Xd = Xd.rechunk({1: -1})          # whole rows per block: the projection needs every column
-                mean, comps = pca_fit(Xd, params["pca"])
+                mean, comps = pca_fit(Xd, params["pca"], solver=p.pca_solver)
                 Xd = Xd.map_blocks(pca_transform, mean, comps, dtype=np.float32,
                                    chunks=(Xd.chunks[0], (params["pca"],)))
             write_dense(g, "X", Xd, chunk_rows=chunk_rows, dtype=np.float32)
@@ -182,10 +264,10 @@ def subset(store_path, key, attrs, p: SubsetParams, **_):
 # -- ingest on its own: `bigclust data ingest` / `data info` ----------------------------------------
 
 
-def _ingest_with_progress(store_path, key, attrs, p, *, source, **_):
+def _ingest_with_progress(store_path, key, attrs, p, *, source, client=None, **_):
     from bigclust._util.progress import bar as progress_bar
     with progress_bar(source.info.n_samples, f"ingest {source.info.name}", "rows") as bar:
-        ingest(store_path, key, attrs, p, source=source, progress=bar.update)
+        ingest(store_path, key, attrs, p, source=source, progress=bar.update, client=client)
 
 
 # ingest starts every chain; the Runner builds its parameters from [data]
