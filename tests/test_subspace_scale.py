@@ -103,6 +103,14 @@ def test_chunked_pipeline_equals_in_memory_pipeline(tmp_path, make_config):
     assert not any(np.isin(nb[i], np.flatnonzero(origin == i + N_PER * N_CLS) + N_PER * N_CLS).any()
                    for i in own)                                  # ... nor its own augmentations
     assert not (tmp_path / "chk.zarr" / "work" / f"subspace-{a1['key']}").exists()
+    # both paths record every step's wall and CPU seconds and peak RSS, and the report carries them
+    import json
+    for out, attrs, steps in (("o1", a0, ("augment", "features", "knn", "coef", "fold")),
+                              ("o2", a1, ("augment", "pca", "features", "knn", "coef", "fold"))):
+        (rec,) = json.loads((tmp_path / out / "results.json").read_text())
+        for step in steps:
+            for what in ("seconds", "cpu_seconds", "peak_rss_mb"):
+                assert attrs[f"{step}_{what}"] >= 0 and rec[f"{step}_{what}"] == attrs[f"{step}_{what}"]
 
 
 def test_distributed_equals_local(tmp_path, make_config):

@@ -7,13 +7,15 @@ behind a marker that is written only once its arrays are
 (:mod:`bigclust.pipeline.resumable`, as the chunked kNN stage's), so a run
 killed anywhere resumes at the first step or chunk without a marker:
 
-1. augmentation, in chunks of ``[subspace] augment_chunk_rows`` source images:
-   rows ``a`` of ``aug`` are the images, ``origin[a]`` their source sample
-   (the random draws are made up front, so the rows do not depend on the chunk
-   size: :func:`bigclust.subspace.augment.augment_chunks`);
-2. features: PCA fitted on the originals and their copies together, in passes
-   over row chunks read from ``aug`` (:func:`bigclust.algo.preprocess.pca_fit`),
-   then the unit-norm dictionary ``atoms`` (N x pca);
+1. augmentation: none stored.  The copies are a function of (seed, row) -- every random draw is made up
+   front -- so :class:`AugmentedRows` makes the rows a pass reads when it reads them (one Numba kernel
+   call per chunk, ndimage's copies bit for bit: :func:`bigclust.subspace.transforms.transform_rows`);
+   writing 700 000 MNIST copies to zarr and reading them back took 20 of the 24 minutes this stage
+   took on MNIST-70k, making them again in each of the PCA's passes costs a few CPU-seconds a pass;
+2. features: PCA fitted on the originals and their copies together, in passes over row chunks of
+   ``[X; copies]`` (:func:`bigclust.algo.preprocess.pca_fit`, the chunks of the in-memory path, so
+   the same bits), its mean and components kept (marker ``pca``); then the unit-norm dictionary
+   ``atoms`` (N x pca), the copies projected ``[subspace] augment_chunk_rows`` source images at a time;
 3. the dictionary kNN N_i (exact below 20000 originals, NN-descent above:
    :func:`bigclust.subspace.knn_dictionary`) and SSC's lambda;
 4. the coefficient columns in chunks of ``c`` columns, one Dask task per chunk
@@ -26,6 +28,11 @@ killed anywhere resumes at the first step or chunk without a marker:
 5. fold-back and W = |C̄| + |C̄|ᵀ, committed with the neighbour lists and the
    coefficients; the scratch group is then removed.
 
+Every step's wall and CPU seconds and the peak RSS after it are attributes of the stage
+(``<step>_seconds``, ``<step>_cpu_seconds``, ``<step>_peak_rss_mb`` for augment -- the share of the
+passes spent making copies --, pca, atoms, features = both, knn, coef, fold), which the plug-in
+reports in ``results.json``.
+
 The per-column solver is the in-memory one (:func:`bigclust.subspace.selfexpr.admm_knn`,
 :func:`bigclust.subspace._numba.ridge_columns`) on a chunk's gathered atoms:
 columns are independent, so the coefficients equal the in-memory ones bit for
@@ -35,7 +42,6 @@ sizes, features, augmentation, seed); a resume with other values starts afresh.
 """
 from __future__ import annotations
 
-import resource
 import shutil
 import time
 
@@ -43,54 +49,50 @@ import numpy as np
 
 from bigclust._util.errors import UserError
 from bigclust.pipeline import resumable
+from bigclust.subspace.cluster import _peak_rss_mb
 
 #: rows per chunk of the PCA passes (the in-memory path's default, so the sums are added in the same order)
 PCA_CHUNK_ROWS = 4096
 
 
-def _peak_rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+class AugmentedRows:
+    """The augmented copies of X's images as a row-sliceable array that makes its rows when read.
 
+    Row ``a`` is copy ``a % per`` of image ``a // per`` (sample-major, :mod:`bigclust.subspace.transforms`);
+    ``self[a0:a1]`` transforms the images those rows come from (one kernel call), so a pass over the
+    copies costs their making and no store: the copies are a function of (seed, row).  ``seconds`` /
+    ``cpu_seconds`` add up the time spent making copies, over every pass.
+    """
 
-class _Stacked:
-    """``[X; aug]`` as one row-sliceable array (rows read on demand), for the streamed PCA passes."""
-
-    def __init__(self, X, aug):
-        self.X, self.aug = X, aug
-        self.n = X.shape[0]
-        self.shape = (self.n + aug.shape[0], X.shape[1])
-        self.dtype = np.result_type(X.dtype, aug.dtype)
+    def __init__(self, X, plan, shape, order, dtype):
+        from bigclust.subspace.transforms import warp_params
+        self.X, self.plan, self.shape_, self.order, self.dtype = X, plan, shape, order, np.dtype(dtype)
+        self.per = plan.per
+        self.params = warp_params(plan, shape)     # every copy's coordinates map, formed once for all passes
+        self.shape = (X.shape[0] * self.per, X.shape[1])
+        self.seconds = self.cpu_seconds = 0.0
 
     def __getitem__(self, s):
-        r0, r1, _ = s.indices(self.shape[0])
-        parts = []
-        if r0 < self.n:
-            parts.append(np.asarray(self.X[r0:min(r1, self.n)]))
-        if r1 > self.n:
-            parts.append(np.asarray(self.aug[max(r0, self.n) - self.n:r1 - self.n]))
-        return np.concatenate(parts).astype(self.dtype, copy=False) if len(parts) > 1 else parts[0]
+        from bigclust.subspace.transforms import transform_rows
+        a0, a1, _ = s.indices(self.shape[0])
+        if a1 <= a0:
+            return np.empty((0, self.shape[1]), dtype=self.dtype)
+        t0, c0 = time.perf_counter(), time.process_time()
+        i0, i1 = a0 // self.per, -(-a1 // self.per)
+        rows = transform_rows(self.X, i0, i1, self.shape_, self.order, self.plan, self.dtype, params=self.params)
+        self.seconds += time.perf_counter() - t0
+        self.cpu_seconds += time.process_time() - c0
+        return rows[a0 - i0 * self.per:a1 - i0 * self.per]
 
 
 # -- steps 1-3: augmentation, features, kNN -------------------------------------------------------
 
 
-def _augment_task(X, g, shape, order, plan, dtype, per, r0, r1):
-    """One chunk of source images (rows r0:r1 of X): their copies into ``g["aug"]``, sources in ``g["origin"]``."""
-    from bigclust.subspace.transforms import transform_rows
-
-    if not np.all(np.isfinite(np.asarray(X[r0:r1]))):
-        from bigclust._util.errors import DataError
-        raise DataError(f"X rows {r0}..{r1 - 1} contain NaN or infinite values")
-    g["aug"][r0 * per:r1 * per] = transform_rows(X, r0, r1, shape, order, plan, dtype)
-    g["origin"][r0 * per:r1 * per] = np.repeat(np.arange(r0, r1, dtype=np.int64), per)
-
-
-def augment_step(X, g, work, augment, seed, chunk_rows, log=resumable.say, image_shape=None, order=None):
-    """Augmented images into ``g["aug"]`` and ``g["origin"]``, chunk by chunk here (markers ``aug-<i>``).
-
-    ``augment``: a preset name or a description of the copies (:mod:`bigclust.subspace.transforms`); every
-    random draw is made here, up front, so a chunk's copies do not depend on the chunk size or on a resume.
-    """
+def augment_step(X, augment, seed, image_shape=None, order=None):
+    """``(copies, origin)``: the augmented copies of X (:class:`AugmentedRows`, made when read) and their
+    sources.  ``augment``: a preset name or a description (:mod:`bigclust.subspace.transforms`); every
+    random draw is made here, up front, so a copy does not depend on which chunk or pass reads it."""
+    from bigclust._util.errors import DataError
     from bigclust.subspace.augment import _check_images, resolve
     from bigclust.subspace.transforms import plan
 
@@ -100,53 +102,58 @@ def augment_step(X, g, work, augment, seed, chunk_rows, log=resumable.say, image
                         "in memory (set chunk_cols = 0)")
     n, d = X.shape
     _, shape = _check_images(np.empty((0, d)), shape, order)
+    for r0 in range(0, n, 1 << 14):      # once here: the passes then read rows known to be finite
+        if not np.all(np.isfinite(X[r0:r0 + (1 << 14)])):
+            raise DataError(f"X rows {r0}..{min(n, r0 + (1 << 14)) - 1} contain NaN or infinite values")
     pl = plan(n, desc, seed)
-    per = pl.per
     dtype = np.float32 if X.dtype == np.float32 else np.float64
-    if "origin" not in g:  # made second: a run killed between the two makes both again (no aug chunk is done)
-        g.create_array("aug", shape=(n * per, d), chunks=(chunk_rows * per, d), dtype=dtype, overwrite=True)
-        g.create_array("origin", shape=(n * per,), chunks=(chunk_rows * per,), dtype=np.int64, overwrite=True)
-    t0, chunks = time.perf_counter(), resumable.chunk_bounds(n, chunk_rows)
-    made = resumable.run_chunks(work, chunks, _augment_task, lambda i, r0, r1: (r0, r1), prefix="aug-",
-                                shared=(X, g, shape, order, pl, dtype, per), log=log,
-                                title=f"subspace: augmentation in {len(chunks)} chunks of {chunk_rows} images",
-                                what="augmentation chunk")
-    log(f"  subspace: augmentation {n} x {per} images ({len(made)} chunks computed) {time.perf_counter() - t0:.1f} s")
-    return g["aug"], g["origin"]
+    return AugmentedRows(X, pl, shape, order, dtype), np.repeat(np.arange(n, dtype=np.int64), pl.per)
 
 
-def features_step(X, g, work, aug, origin, n_components, log=resumable.say):
-    """Unit-norm dictionary atoms (originals then copies) into ``g["atoms"]`` (marker ``atoms``)."""
+def features_step(X, g, work, aug, n_components, chunk_rows, log=resumable.say):
+    """Unit-norm dictionary atoms (originals then copies) into ``g["atoms"]`` (marker ``atoms``).
+
+    The PCA reads ``[X; copies]`` in ``n_iter + 2`` passes, the copies made anew in each
+    (:class:`AugmentedRows`), and its mean and components are kept behind the marker ``pca``; a last pass
+    projects the copies, ``chunk_rows`` source images at a time.  Returns ``(atoms, seconds)``: the seconds of the PCA and of the projection.
+    """
     from bigclust.algo.preprocess import pca_fit, pca_transform
     from bigclust.subspace.dictionary import _unit_rows
+    from bigclust.subspace.features import Stacked
 
     if "atoms" in resumable.finished(work):
-        return np.asarray(g["atoms"][...])
-    t0 = time.perf_counter()
+        return np.asarray(g["atoms"][...]), {}
     n = X.shape[0]
     N = n + (0 if aug is None else aug.shape[0])
-    if n_components:
-        src = X if aug is None else _Stacked(X, aug)
+    steps = {}
+    t0, c0 = time.perf_counter(), time.process_time()
+    if n_components and "pca" in resumable.finished(work):
+        mean, comps = np.asarray(g["pca_mean"][...]), np.asarray(g["pca_components"][...])
+    elif n_components:
+        src = X if aug is None else Stacked(X, aug)
         mean, comps = pca_fit(src, int(n_components), chunk_rows=PCA_CHUNK_ROWS)
-        dim = int(n_components)
-    else:
-        dim = X.shape[1]
-    atoms = g.create_array("atoms", shape=(N, dim), chunks=(min(N, 1 << 16), dim), dtype=np.float64,
-                           overwrite=True)
+        g.create_array("pca_mean", shape=mean.shape, dtype=np.float64, overwrite=True)[...] = mean
+        g.create_array("pca_components", shape=comps.shape, dtype=np.float64, overwrite=True)[...] = comps
+        resumable.mark(work, "pca", f"{time.perf_counter() - t0:.3f}")
+    steps["pca"] = (time.perf_counter() - t0, time.process_time() - c0, _peak_rss_mb())
+    t0, c0 = time.perf_counter(), time.process_time()
+    dim = int(n_components) if n_components else X.shape[1]
     out = np.empty((N, dim))
     feat = pca_transform(np.asarray(X, dtype=np.float64), mean, comps) if n_components else X
     out[:n] = _unit_rows(feat, "X")
     if aug is not None:
-        step = PCA_CHUNK_ROWS * 16
+        step = int(chunk_rows) * aug.per
         for a0 in range(0, aug.shape[0], step):
             blk = np.asarray(aug[a0:a0 + step], dtype=np.float64)
             feat = pca_transform(blk, mean, comps) if n_components else blk
             out[n + a0:n + a0 + blk.shape[0]] = _unit_rows(feat, "X_aug")
-    atoms[...] = out
+    g.create_array("atoms", shape=(N, dim), chunks=(min(N, 1 << 16), dim), dtype=np.float64,
+                   overwrite=True)[...] = out
     resumable.mark(work, "atoms", f"{time.perf_counter() - t0:.3f}")
+    steps["atoms"] = (time.perf_counter() - t0, time.process_time() - c0, _peak_rss_mb())
     log(f"  subspace: features ({'PCA-' + str(n_components) if n_components else 'raw'}, {N} atoms) "
-        f"{time.perf_counter() - t0:.1f} s")
-    return out
+        f"{steps['pca'][0] + steps['atoms'][0]:.1f} s")
+    return out, steps
 
 
 def dictionary_of(atoms, n, origin):
@@ -247,6 +254,15 @@ def coefficients_chunked(D, nb, regularizer, lam, chunk_cols, work, *, client=No
 # -- the stage ------------------------------------------------------------------------------------
 
 
+def step_attrs(steps):
+    """``{<step>_seconds, <step>_cpu_seconds, <step>_peak_rss_mb}`` of ``{step: (wall, cpu, rss)}``."""
+    out = {}
+    for name, (wall, cpu, rss) in steps.items():
+        out.update({f"{name}_seconds": float(wall), f"{name}_cpu_seconds": float(cpu),
+                    f"{name}_peak_rss_mb": float(rss)})
+    return out
+
+
 def subspace_chunked(store_path, key, attrs, p, *, client=None, log=resumable.say, **_):
     """The subspace stage's W by the streamed, resumable path (see the module docstring).
 
@@ -280,23 +296,29 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=resumable.sa
     want = {"n": int(n), "augment": mp.augment, "pca": int(mp.pca), "seed": int(p.seed),
             "augment_chunk_rows": int(p.augment_chunk_rows), "k": int(mp.n_neighbors), "knn": p.knn or "auto",
             "layout": [None if layout[0] is None else list(layout[0]), layout[1]]}
-    g = resumable.open_work(work, want)
-    times, cpu = {}, {}
-    t0, c0 = time.perf_counter(), time.process_time()   # process CPU (all threads): meaningful on a loaded machine
+    # "stream": the copies are made in every pass, not stored; a folder of the older layout starts afresh
+    g = resumable.open_work(work, {**want, "stream": 1})
+    steps = {}     # step -> (wall s, CPU s, peak RSS MB so far); CPU is the process's, all threads
+
+    def timed(name, t0, c0):
+        steps[name] = (time.perf_counter() - t0, time.process_time() - c0, _peak_rss_mb())
+
     if mp.augment == "none":
         aug = origin = None
     else:
-        aug, origin = augment_step(X, g, work, mp.augment, int(p.seed), int(p.augment_chunk_rows), log, *layout)
-        origin = np.asarray(origin[...])
-    times["augment_seconds"], cpu["augment_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
+        aug, origin = augment_step(X, mp.augment, int(p.seed), *layout)
     t0, c0 = time.perf_counter(), time.process_time()
-    atoms = features_step(X, g, work, aug, origin, mp.pca, log)
+    atoms, feat = features_step(X, g, work, aug, mp.pca, int(p.augment_chunk_rows), log)
     del X
     D = dictionary_of(atoms, n, origin)
-    times["features_seconds"], cpu["features_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
+    timed("features", t0, c0)
+    if aug is not None:   # the copies are made inside the PCA and projection passes: their share, apart
+        steps["augment"] = (aug.seconds, aug.cpu_seconds, feat.get("pca", (0, 0, _peak_rss_mb()))[2])
+    for name, v in feat.items():
+        steps[name] = v
     t0, c0 = time.perf_counter(), time.process_time()
     nb = knn_step(D, g, work, mp.n_neighbors, p.knn or "auto", int(p.seed), log)
-    times["knn_seconds"], cpu["knn_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
+    timed("knn", t0, c0)
     if mp.regularizer == "l2":
         lam = mp.lam or LAM_L2
     else:
@@ -305,7 +327,7 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=resumable.sa
     t0, c0 = time.perf_counter(), time.process_time()
     coef, its, conv, computed = coefficients_chunked(D, nb, mp.regularizer, lam, int(p.chunk_cols), work,
                                                      client=client, log=log, max_iter=mp.max_iter)
-    times["coef_seconds"], cpu["coef_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
+    timed("coef", t0, c0)
     n_bad = int((~conv).sum())
     if n_bad:
         from bigclust.subspace.selfexpr import MAX_ITER
@@ -313,7 +335,7 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=resumable.sa
                       "primal and dual residuals fell below their tolerances", ConvergenceWarning, stacklevel=2)
     t0, c0 = time.perf_counter(), time.process_time()
     W = affinity(fold_back(assemble(nb, coef, D), D))
-    times["fold_seconds"], cpu["fold_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
+    timed("fold", t0, c0)
     total = len(resumable.chunk_bounds(n, int(p.chunk_cols)))
     with store.write("subspace", key, attrs) as out:
         write_csr(out, "K", W)
@@ -323,8 +345,7 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=resumable.sa
                           "coef_chunks": [total, len(computed), total - len(computed)],
                           "coef_chunks_computed": computed, "admm_not_converged": n_bad,
                           "admm_iter_median": float(np.median(its)), "n_iter": int(np.max(its, initial=0)),
-                          "driver_peak_rss_mb": _peak_rss_mb(),
-                          **times, **cpu})
-    log("  subspace: " + ", ".join(f"{k_} {v:.1f}" for k_, v in {**times, **cpu}.items())
+                          "driver_peak_rss_mb": _peak_rss_mb(), **step_attrs(steps)})
+    log("  subspace: " + ", ".join(f"{k_} {v[0]:.1f} s ({v[1]:.1f} CPU-s)" for k_, v in steps.items())
         + f"; peak RSS {_peak_rss_mb():.0f} MB")
     shutil.rmtree(work, ignore_errors=True)

@@ -6,6 +6,8 @@ these two functions are the library form, used by the estimator and ``bench subs
 """
 from __future__ import annotations
 
+import resource
+import time
 import warnings
 
 import numpy as np
@@ -17,6 +19,10 @@ from bigclust.subspace.dictionary import build_dictionary, knn_dictionary
 from bigclust.subspace.features import image_features
 from bigclust.subspace.fold import affinity, fold_back
 from bigclust.subspace.selfexpr import self_expression
+
+
+def _peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def subspace_affinity(X, *, regularizer="l1", n_neighbors=10, augment=None, image_shape=None, order=None,
@@ -66,24 +72,39 @@ def subspace_affinity(X, *, regularizer="l1", n_neighbors=10, augment=None, imag
     W : scipy.sparse.csr_matrix (n, n)
         Symmetric, non-negative, zero diagonal.
     info : dict
-        With ``return_info``: dictionary, neighbors, C, Cbar, solver info.
+        With ``return_info``: dictionary, neighbors, C, Cbar, solver info, and ``steps``: the wall and CPU
+        seconds and the process's peak RSS (MB) after each step (augment, features, knn, coef, fold).
     """
+    steps = {}     # step -> (wall s, CPU s of the process, all threads; its peak RSS in MB after the step)
+    clock = [time.perf_counter(), time.process_time()]
+
+    def timed(name):
+        t, c = time.perf_counter(), time.process_time()
+        steps[name] = (t - clock[0], c - clock[1], _peak_rss_mb())
+        clock[:] = [t, c]
+
     X = np.asarray(X)
     if augment is None:
         X_aug = origin = None
     else:
         X_aug, origin = augment_images(X, augment, image_shape=image_shape, order=order, random_state=random_state)
+    timed("augment")
     shape, order_ = image_layout(augment, image_shape, order)
     X, X_aug = image_features(X, X_aug, features, image_shape=shape, order=order_, pca=pca)
     D = build_dictionary(X, X_aug, origin)
+    del X_aug
+    timed("features")
     seed = random_state if isinstance(random_state, (int, np.integer)) else 0
     nb = None if n_neighbors is None else knn_dictionary(D, n_neighbors, method=knn_method, random_state=seed)
+    timed("knn")
     C, sinfo = self_expression(None, D, nb, regularizer, lam, return_info=True, **solver_options)
+    timed("coef")
     Cbar = fold_back(C, D)
     W = affinity(Cbar)
+    timed("fold")
     if not return_info:
         return W
-    return W, dict(dictionary=D, neighbors=nb, C=C, Cbar=Cbar, solver=sinfo)
+    return W, dict(dictionary=D, neighbors=nb, C=C, Cbar=Cbar, solver=sinfo, steps=steps)
 
 
 def subspace_clustering(X, n_clusters, *, regularizer="l1", n_neighbors=10, augment=None, image_shape=None,
@@ -123,7 +144,8 @@ def subspace_clustering(X, n_clusters, *, regularizer="l1", n_neighbors=10, augm
     W : scipy.sparse.csr_matrix (n, n)
         The affinity of :func:`subspace_affinity`.
     info : dict
-        With ``return_info``: the affinity's, and the k-means result.
+        With ``return_info``: the affinity's (its ``steps`` with the Ncut embedding's, ``embed``), and the
+        k-means result.
 
     Examples
     --------
@@ -169,6 +191,7 @@ def subspace_clustering(X, n_clusters, *, regularizer="l1", n_neighbors=10, augm
     if ncomp > 1:
         warnings.warn(f"subspace affinity graph has {ncomp} connected components (k-means sees each as a "
                       f"cluster or part of one)", RuntimeWarning, stacklevel=2)
+    t0, c0 = time.perf_counter(), time.process_time()
     P = ncut(Wn)
     # ARPACK (embed's default for sparse P) finds one vector per distinct eigenvalue in the Krylov
     # space of its start vector, so with c > 1 components it misses copies of the eigenvalue 1 and
@@ -176,6 +199,7 @@ def subspace_clustering(X, n_clusters, *, regularizer="l1", n_neighbors=10, augm
     # spectral.EIGH_MAX_N, block LOBPCG above it when the graph is disconnected.
     solver = "eigh" if n <= EIGH_MAX_N else ("lobpcg" if ncomp > 1 else "auto")
     V = embed(P, int(n_clusters), solver=solver, random_state=km_seed)
+    info["steps"]["embed"] = (time.perf_counter() - t0, time.process_time() - c0, _peak_rss_mb())
     km = kmeans(V, int(n_clusters), n_init=n_init, max_iter=1000, random_state=km_seed)  # its results as before
     labels = km.labels[km.best].astype(np.int64)
     if not return_info:

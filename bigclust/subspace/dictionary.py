@@ -13,8 +13,8 @@ Two search paths, same answer up to ties/approximation:
 
 * ``exact``: blocks of query rows times the whole dictionary by GEMM
   (a block of ``b`` rows costs ``b * N`` floats; ``b`` from ``block_bytes``,
-  never the full n x N matrix), excluded atoms masked to ``-inf``, then
-  ``argpartition`` and a sort of the k survivors (ties by atom index);
+  never the full n x N matrix), excluded atoms masked to ``-inf``, then the
+  k largest of every row in one pass (ties by atom index);
 * ``pynndescent``: the NN-descent graph of the dictionary with
   ``k + max|A(i)| + 1`` neighbours per atom gives the candidates of the
   originals (which are atoms), excluded candidates are filtered out, and the
@@ -242,7 +242,19 @@ def knn_dictionary(dictionary, n_neighbors, *, y=None, method="auto", random_sta
 
 
 def _exact(dictionary, k, y, lab, rows, block_bytes):
-    """Exact admissible kNN of the originals ``rows`` (blocked GEMM + argpartition)."""
+    """Exact admissible kNN of the originals ``rows`` (blocked GEMM, then the k largest per row)."""
+    from threadpoolctl import threadpool_limits
+
+    # one BLAS thread: a block's product is a thin GEMM whose entries do not depend on the thread count
+    # (checked: the same bits), and two OpenBLAS threads spin-waiting on a loaded machine cost more wall
+    # and CPU than they gain
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _exact_blocks(dictionary, k, y, lab, rows, block_bytes)
+
+
+def _exact_blocks(dictionary, k, y, lab, rows, block_bytes):
+    from bigclust.subspace._kernels import top_k_rows
+
     D = dictionary.atoms
     N = D.shape[0]
     out = np.empty((rows.size, k), dtype=np.int64)
@@ -262,14 +274,9 @@ def _exact(dictionary, k, y, lab, rows, block_bytes):
             rr = loc[y[blk] == c]
             if rr.size and cols.size:
                 S[np.ix_(rr, cols)] = -np.inf
-        if k < N:
-            part = np.argpartition(-S, k - 1, axis=1)[:, :k]
-        else:
-            part = np.broadcast_to(np.arange(N), (blk.size, N)).copy()
-        vals = np.take_along_axis(S, part, axis=1)
-        # most similar first; ties broken by atom index (np.lexsort: last key is primary)
-        order = np.lexsort((part, -vals), axis=1)
-        out[s0:s0 + blk.size] = np.take_along_axis(part, order, axis=1)
+        # the k most similar, most similar first, ties by atom index: one pass over the block (argpartition,
+        # take and lexsort made three and a copy, 26 of the 71 s of the search at 10 000 x 110 000)
+        top_k_rows(S, k, out[s0:s0 + blk.size])
     return out
 
 

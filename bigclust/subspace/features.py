@@ -269,6 +269,29 @@ def _digest(A):
     return hashlib.sha1(f"{A.dtype}{A.shape}".encode() + A.tobytes()).hexdigest()
 
 
+class Stacked:
+    """``[X; aug]`` as one row-sliceable array (rows read on demand), for the PCA passes: no stacked copy.
+
+    ``X`` and ``aug`` are anything whose ``[r0:r1]`` is an array (NumPy, zarr, :class:`AugmentedRows`); a
+    chunk that straddles the two is concatenated, so every chunk holds the rows ``np.vstack`` would.
+    """
+
+    def __init__(self, X, aug):
+        self.X, self.aug = X, aug
+        self.n = X.shape[0]
+        self.shape = (self.n + aug.shape[0], X.shape[1])
+        self.dtype = np.result_type(X.dtype, aug.dtype)
+
+    def __getitem__(self, s):
+        r0, r1, _ = s.indices(self.shape[0])
+        parts = []
+        if r0 < self.n:
+            parts.append(np.asarray(self.X[r0:min(r1, self.n)]))
+        if r1 > self.n:
+            parts.append(np.asarray(self.aug[max(r0, self.n) - self.n:r1 - self.n]))
+        return np.concatenate(parts).astype(self.dtype, copy=False) if len(parts) > 1 else parts[0]
+
+
 def features_after_augmentation(X, X_aug, n_components):
     """Centred PCA features of the originals and the augmented samples, fitted on both together.
 
@@ -289,7 +312,9 @@ def features_after_augmentation(X, X_aug, n_components):
         Features of the copies (None without augmentation).
     """
     from bigclust.algo.preprocess import pca_fit, pca_transform
-    allx = X if X_aug is None else np.vstack([X, X_aug])
+    # the passes read [X; X_aug] chunk by chunk: the chunks (and so the components) are np.vstack's, bit for
+    # bit, without a stacked copy of the copies (the largest array of an augmented fit)
+    allx = X if X_aug is None else Stacked(X, X_aug)
     mean, comps = pca_fit(allx, int(n_components))
     F = pca_transform(np.asarray(X, dtype=np.float64), mean, comps)
     return F, (None if X_aug is None else pca_transform(np.asarray(X_aug, dtype=np.float64), mean, comps))

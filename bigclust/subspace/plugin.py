@@ -183,8 +183,9 @@ def _check_memory(p, point, n, d):
 
 
 def subspace_affinity(X, p, seed, knn_method="auto"):
-    """``(W, n_iter)``: ``W = |C̄| + |C̄|ᵀ`` of Ak-SC (kNN-SC without augmentation, full SC with
-    ``n_neighbors = 0``) and the solver's largest iteration count over the columns (0 for closed forms)."""
+    """``(W, n_iter, steps)``: ``W = |C̄| + |C̄|ᵀ`` of Ak-SC (kNN-SC without augmentation, full SC with
+    ``n_neighbors = 0``), the solver's largest iteration count over the columns (0 for closed forms) and
+    every step's (wall, CPU seconds, peak RSS MB)."""
     import numpy as np
 
     from bigclust.subspace import subspace_affinity
@@ -197,7 +198,7 @@ def subspace_affinity(X, p, seed, knn_method="auto"):
                                 augment=None if p.augment == "none" else p.augment, lam=p.lam or None,
                                 random_state=seed, pca=p.pca, features=p.features, knn_method=knn_method,
                                 return_info=True, **_layout(p), **opts)
-    return W, int(np.max(info["solver"]["n_iter"], initial=0))
+    return W, int(np.max(info["solver"]["n_iter"], initial=0)), info["steps"]
 
 
 def _layout(p):
@@ -262,12 +263,14 @@ def subspace(store_path, key, attrs, p: SubspaceStageParams, *, client=None, **_
     store = Store(store_path)
     X = read_matrix(store.open(p.src, p.input), "X")
     m = get(p.method)
-    W, n_iter = subspace_affinity(X.toarray() if sp.issparse(X) else X, m.make(p.method_params), p.seed,
-                                  knn_method=p.knn or "auto")
+    W, n_iter, steps = subspace_affinity(X.toarray() if sp.issparse(X) else X, m.make(p.method_params), p.seed,
+                                         knn_method=p.knn or "auto")
+    from bigclust.subspace._chunked import step_attrs
     with store.write("subspace", key, attrs) as g:
         write_csr(g, "K", W)
         g.attrs["nnz"] = int(W.nnz)
         g.attrs["n_iter"] = n_iter      # the solver's largest per-column count (ADMM, LRR's ALM; 0: closed form)
+        g.attrs.update(step_attrs(steps))
 
 
 def _build_subspace(ctx, src, inputs):
@@ -284,9 +287,15 @@ def _build_subspace(ctx, src, inputs):
                                 knn=None if sc.get("knn", "auto") == "auto" else sc["knn"])]
 
 
+#: the steps whose wall and CPU seconds and peak RSS (MB, of the process, after the step) the stage records
+#: (``<step>_seconds``, ``<step>_cpu_seconds``, ``<step>_peak_rss_mb``): augment is the making of the copies
+#: (inside the PCA passes when streamed), pca the PCA fit, features the PCA and the atoms together
+STEPS = ("augment", "pca", "features", "knn", "coef", "fold")
+
 register_stage(StageDef("subspace", _build_subspace, subspace, "K",
                         where=lambda p: "here" if p.chunk_cols else "task",
-                        report=("coef_chunks", "augment_seconds", "features_seconds", "knn_seconds", "coef_seconds"),
+                        report=("coef_chunks", *(f"{s}_{what}" for s in STEPS
+                                                 for what in ("seconds", "cpu_seconds", "peak_rss_mb"))),
                         describe=lambda p: fmt_params(p.method_params)))
 
 

@@ -229,8 +229,67 @@ def _each_channel(f, img, arg):
     return np.stack([f(img[..., c], arg) for c in range(img.shape[2])], axis=-1)
 
 
-def transform_rows(X, r0, r1, shape, order, p: Plan, dtype):
-    """Augmented rows of images r0..r1-1 of X (sample-major block) under the plan ``p`` (rows of all of X)."""
+def warp_params(p: Plan, shape):
+    """``(kinds (m,), params (n, m, 6))`` of the rotations, zooms and shifts of ``p`` for
+    :func:`bigclust.subspace._kernels.warp_images`, formed as scipy.ndimage forms them (its copies bit for bit).
+
+    ``rotate``: ``c, s = cosdg, sindg``, ``M = [[c, s], [-s, c]]``, offset ``ctr - M @ ctr`` (a stacked
+    ``matmul``, whose rounding is the one of ndimage's 2 x 2 product); ``_zoom``: ``affine_transform`` of the
+    diagonal ``1/s``, which ndimage runs as ``zoom_shift`` with shift ``offset / matrix``; ``shift(o)``:
+    ``zoom_shift`` with shift ``-o`` and no zoom (a zoom of 1 multiplies exactly).
+    """
+    from scipy import special
+
+    from bigclust.subspace._kernels import ROTATE, ZOOM
+    n = p.angles.shape[0]
+    ctr = (np.asarray(shape[:2], dtype=np.float64) - 1) / 2
+    blocks, kinds = [], []
+    if p.angles.shape[1]:
+        c, s = special.cosdg(p.angles), special.sindg(p.angles)
+        M = np.stack([np.stack([c, s], -1), np.stack([-s, c], -1)], -2)         # (n, r, 2, 2)
+        off = ctr - M @ ctr
+        blocks.append(np.concatenate([off, M.reshape(M.shape[:2] + (4,))], axis=-1))
+        kinds += [ROTATE] * p.angles.shape[1]
+    if p.scales.shape[1]:
+        m = 1.0 / p.scales                                                        # (n, s): the diagonal matrix
+        sh = (ctr - ctr / p.scales[..., None]) / m[..., None]                     # offset / matrix
+        blocks.append(np.concatenate([sh, m[..., None], m[..., None], np.zeros(m.shape + (2,))], axis=-1))
+        kinds += [ZOOM] * p.scales.shape[1]
+    if p.shifts.shape[0]:
+        t = p.shifts.shape[0]
+        one = np.concatenate([-p.shifts, np.ones((t, 2)), np.zeros((t, 2))], axis=1)
+        blocks.append(np.broadcast_to(one, (n, t, 6)))
+        kinds += [ZOOM] * t
+    if not kinds:
+        return np.empty(0, dtype=np.int64), np.empty((n, 0, 6))
+    return np.asarray(kinds, dtype=np.int64), np.ascontiguousarray(np.concatenate(blocks, axis=1))
+
+
+def transform_rows(X, r0, r1, shape, order, p: Plan, dtype, params=None):
+    """Augmented rows of images r0..r1-1 of X (sample-major block) under the plan ``p`` (rows of all of X).
+
+    One kernel call for the chunk (:func:`bigclust.subspace._kernels.warp_images`): the copies of
+    :func:`transform_rows_ndimage` bit for bit.  ``params``: :func:`warp_params` of all of ``p``, when
+    the caller makes many chunks of one plan (the streamed passes).
+    """
+    from bigclust.subspace._kernels import warp_images
+    kinds, par = warp_params(p.rows(r0, r1), shape) if params is None else (params[0], params[1][r0:r1])
+    imgs = as_images(np.asarray(X[r0:r1], dtype=np.float64), shape, order)
+    if imgs.ndim == 3:
+        imgs = imgs[..., None]
+    imgs = np.ascontiguousarray(imgs)
+    nb, h, w, c = imgs.shape
+    warped = np.empty((nb, kinds.size, h, w, c))
+    if kinds.size:
+        warp_images(imgs, kinds, par, warped)
+    copies = ([imgs[:, None, :, ::-1]] if p.flip else []) + [warped]
+    allc = np.concatenate(copies, axis=1) if len(copies) > 1 else warped    # (nb, per, h, w, c)
+    allc = allc.reshape((nb * p.per,) + tuple(shape))
+    return as_rows(allc, order).astype(dtype, copy=False)
+
+
+def transform_rows_ndimage(X, r0, r1, shape, order, p: Plan, dtype):
+    """:func:`transform_rows` by scipy.ndimage, one call per copy: the definition the kernel is tested against."""
     out = np.empty(((r1 - r0) * p.per, X.shape[1]), dtype=dtype)
     a = 0
     for i in range(r0, r1):
