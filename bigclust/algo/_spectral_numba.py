@@ -1,6 +1,8 @@
 """Numba kernels of :mod:`bigclust.algo.spectral`."""
 import numpy as np
 
+from numba import prange
+
 from bigclust._util.jit import njit
 
 
@@ -33,3 +35,19 @@ def dense_components(A, labels):
                     tail += 1
         ncomp += 1
     return ncomp
+
+
+@njit(parallel=True)
+def csr_matvec(indptr, indices, data, x, y):
+    """OUT ``y = A @ x`` for CSR A, float32 or float64 values, float64 x and y; rows in parallel.
+
+    The arithmetic of scipy's ``csr_matvec`` on the float64 copy of A (each
+    value widened, the row's products summed in stored order from 0, no
+    fused multiply-add), so the result is the same bit for bit -- without
+    that float64 copy of a float32 matrix.
+    """
+    for i in prange(y.size):
+        s = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            s += np.float64(data[p]) * x[indices[p]]
+        y[i] = s

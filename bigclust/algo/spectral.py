@@ -90,7 +90,7 @@ def _iterative(P, k, solver, random_state):
         from scipy.sparse.linalg import ArpackNoConvergence, eigsh
         v0 = np.random.default_rng(random_state).uniform(0.5, 1.5, n)
         try:
-            vals, vecs = eigsh(_as_operand(P), k=k, which="LA", v0=v0, tol=1e-10,
+            vals, vecs = eigsh(_arpack_operand(P), k=k, which="LA", v0=v0, tol=1e-10,
                                maxiter=max(5000, 20 * n))
         except ArpackNoConvergence:
             warnings.warn(f"eigsh did not converge for k={k}, n={n}; falling back to lobpcg",
@@ -187,6 +187,39 @@ def _as_operand(P):
     if sp.issparse(P):
         return sp.csr_matrix(P, dtype=np.float64)
     return np.asarray(P, dtype=np.float64)
+
+
+#: stored entries of a float32 P above which ARPACK multiplies through :func:`_arpack_operand`'s kernel
+#: instead of a float64 copy of the values (8 bytes per entry): 64M entries (a 0.5 GB copy; about 4.6M rows
+#: at 10 neighbours).  Below it scipy's product on the copy is faster (1M rows, one thread: 61 ms against
+#: 100 ms per product); above it the copy is what breaks a 4 GB process (0.9 GB at 8.1M rows).
+FLOAT32_OPERATOR_NNZ = 64_000_000
+
+
+def _arpack_operand(P):
+    """What ARPACK multiplies by: a large float32 CSR P stays float32 behind a Numba product.
+
+    ARPACK needs float64 products; scipy gets them from a float64 copy of the
+    values, which at 8.1M rows x 10 neighbours (113M stored entries) is
+    0.9 GB beside the 0.9 GB float32 matrix and ARPACK's 1.4 GB Lanczos
+    basis.  Above :data:`FLOAT32_OPERATOR_NNZ` entries the kernel widens
+    each value as it reads it and sums in scipy's order instead, so the
+    products -- and the eigenvectors -- are the same bit for bit.
+    """
+    from scipy.sparse.linalg import LinearOperator
+
+    if not (sp.issparse(P) and P.dtype == np.float32 and P.nnz > FLOAT32_OPERATOR_NNZ):
+        return _as_operand(P)
+    from bigclust.algo._spectral_numba import csr_matvec
+
+    A = sp.csr_matrix(P)   # stored entries in stored order, as scipy's product reads them
+    ip, ix, data, n = A.indptr, A.indices, A.data, A.shape[0]
+
+    def matvec(x):
+        y = np.empty(n)
+        csr_matvec(ip, ix, data, np.ascontiguousarray(np.ravel(x), dtype=np.float64), y)
+        return y
+    return LinearOperator(A.shape, matvec=matvec, rmatvec=matvec, dtype=np.float64)
 
 
 def _lobpcg(P, k, random_state):
