@@ -144,12 +144,11 @@ def dual(K, dt, n_iter, tol, hist, mu0=None, jvp="auto"):
             np.cumsum(cnt, out=indptr[1:])
             indices = np.empty(nnz, dtype=np.int32 if n < 2**31 else np.int64)
             nb.bbs_dual_active_fill(K, mu, indptr, indices)
-            unused = np.empty(0)
 
             def solve(rhs, eps, rtol, maxiter):
                 x = np.zeros(n)
-                it, _ = csr_kernels().cg_csr(indptr, indices, unused, unused, False, eps, rhs, x,
-                                             1.0 / (diag + eps), rtol, maxiter, nnz >= PARALLEL_MIN_NNZ)
+                it, _ = csr_kernels().cg_csr(indptr[:-1], indptr[1:], indices, eps, rhs, x, 1.0 / (diag + eps),
+                                             rtol, maxiter, nnz >= PARALLEL_MIN_NNZ)
                 return x, it
         else:  # a dense active set: recompute it from K in every product instead
             out = np.empty(n)

@@ -23,6 +23,15 @@ solvable only if such a component admits unit row sums at all.
 Dykstra and the dual Newton method carry over with ``K + mu 1^T + 1 mu^T``
 read on E only (same derivations as the dense module).
 
+Scale (issue 28).  The dual's Newton steps (about 5 to 1e-6) and CG iterations
+per step do not grow with n on kNN kernels; what grew was the cost of an entry:
+gathers of ``mu[j]`` across rows far apart miss the cache once the n-vectors
+outgrow it.  So a large K is solved renumbered in breadth-first order, each
+evaluation lists its active set in the same pass (the CG then reads 4-byte
+indices and one vector, in fused passes), the starting support projection is
+solved only to ``START_RTOL``, and G and its KKT residuals are formed in one
+pass on K's own numbering.
+
 Self-loops (:func:`self_loop_support`).  In a dense kernel the diagonal is one
 entry of n in its row; in a kNN kernel it is one of about k, and the largest
 (``K_ii = 1``, the distance of a point to itself being 0).  The restricted
@@ -59,15 +68,15 @@ def self_loop_support(K, mode):
     """
     if mode == "keep":
         return K
+    if mode == "zero":  # the default: one compiled pass, no nnz-long row ids
+        data = K.data.copy()
+        csr_kernels().csr_zero_diagonal(data, K.indices, K.indptr)
+        return type(K)((data, K.indices, K.indptr), shape=K.shape)
     rows = row_ids(K.indptr)
     on_diag = K.indices == rows
     if not on_diag.any():
         return K
     off = np.bincount(rows[~on_diag], minlength=K.shape[0])
-    if mode == "zero":
-        data = K.data.copy()
-        data[on_diag] = 0.0
-        return type(K)((data, K.indices, K.indptr), shape=K.shape)
     if mode == "cap":
         data = K.data.copy()
         top = np.full(K.shape[0], -np.inf)
@@ -82,44 +91,79 @@ def self_loop_support(K, mode):
     return type(K)((K.data[keep], K.indices[keep], indptr), shape=K.shape)
 
 
+#: relative CG residual of the support projection that starts the dual Newton method: the start only has to
+#: be near the solution (measured on kNN kernels of 70k to 1M rows: the Newton steps do not change)
+START_RTOL = 1e-3
+
+
+#: rows from which the dual Newton method works on K renumbered in breadth-first order (its n-vectors then
+#: outgrow a core's cache, and gathers of far-apart rows miss it: about 1.5x fewer CPU seconds at 1M rows)
+REORDER_MIN_ROWS = 1 << 16
+
+
+def _check_rows(K):
+    empty = np.flatnonzero(np.diff(K.indptr) == 0)
+    if empty.size:
+        raise DataError(f"K has an empty row (row {empty[0]}): no bi-stochastic matrix is supported "
+                        "on K's sparsity pattern")
+
+
+def _local_order(K):
+    """``(P K P^T, order)`` with rows in breadth-first order, or ``(K, None)`` below REORDER_MIN_ROWS."""
+    if K.shape[0] < REORDER_MIN_ROWS:
+        return K, None
+    kern = csr_kernels()
+    order = kern.bfs_order(K.indptr, K.indices)
+    inv = np.empty(order.size, dtype=K.indices.dtype)
+    inv[order] = np.arange(order.size, dtype=K.indices.dtype)
+    indptr = np.zeros(K.indptr.shape[0], dtype=K.indptr.dtype)
+    np.cumsum(np.diff(K.indptr)[order], out=indptr[1:])
+    indices, data = np.empty_like(K.indices), np.empty_like(K.data)
+    kern.csr_permute(K.indptr, K.indices, K.data, order, inv, indptr, indices, data)
+    return type(K)((data, indices, indptr), shape=K.shape), order
+
+
 class Support:
-    """The support graph E of a canonical CSR K and its signless Laplacian solver."""
+    """The support graph E of a CSR K (symmetric pattern, rows in any order) and its signless Laplacian solver."""
 
     def __init__(self, K):
         self.K = K
         self.n = K.shape[0]
         self.indptr, self.indices = K.indptr, K.indices
-        empty = np.flatnonzero(np.diff(self.indptr) == 0)
-        if empty.size:
-            raise DataError(f"K has an empty row (row {empty[0]}): no bi-stochastic matrix is supported "
-                            "on K's sparsity pattern")
-        rows = row_ids(self.indptr)
-        self.rows = rows
-        self.diag_stored = np.zeros(self.n, dtype=bool)
-        self.diag_stored[rows[self.indices == rows]] = True
-        self.kdiag = np.asarray(K.diagonal(), dtype=np.float64)
+        _check_rows(K)
+        self.diag_stored = np.empty(self.n, dtype=np.bool_)
+        self.kdiag = np.empty(self.n)
+        csr_kernels().csr_diagonal(K.data, self.indices, self.indptr, self.diag_stored, self.kdiag)
         self.diag = np.diff(self.indptr) + self.diag_stored
         self.parallel = self.indices.shape[0] >= PARALLEL_MIN_NNZ
         self.n_cg = 0
         self._warned = False
-        self._none = np.empty(0)  # mu is not read for the plain pattern
 
-    def cg(self, rhs, x, mu, active, shift, dinv, rtol, maxiter):
-        """Compiled CG on ``(L + shift I) x = rhs``; ``x`` is the start and the result."""
-        it, ok = csr_kernels().cg_csr(self.indptr, self.indices, self.K.data, mu, active, shift, rhs, x, dinv,
-                                      rtol, maxiter, self.parallel)
+    def row_sums(self, data):
+        r = np.empty(self.n)
+        csr_kernels().csr_row_sums(data, self.indptr, r)
+        return r
+
+    def cg(self, stop, indices, rhs, x, shift, dinv, rtol, maxiter):
+        """Compiled CG on ``(L + shift I) x = rhs``, row i of the graph ``indices[indptr[i]:stop[i]]``.
+
+        ``x`` is the start and the result.
+        """
+        it, ok = csr_kernels().cg_csr(self.indptr[:-1], stop, indices, shift, rhs, x, dinv, rtol, maxiter,
+                                      self.parallel)
         self.n_cg += it
         return ok
 
-    def solve(self, b, x_prev=None):
+    def solve(self, b, x_prev=None, rtol=1e-12):
         """``(D + A_E) x = b`` (the support projection) by CG from the better of 0 and ``x_prev``."""
         x = np.zeros(self.n)
         if x_prev is not None:
             out = np.empty(self.n)
-            csr_kernels().csr_jvp_serial(self.indptr, self.indices, self.K.data, self._none, False, x_prev, out)
+            csr_kernels().pattern_matvec(self.indptr[:-1], self.indptr[1:], self.indices, 0.0, x_prev, out)
             if norm2(b - out) < norm2(b):
                 x = x_prev.copy()
-        ok = self.cg(b, x, self._none, False, 0.0, 1.0 / self.diag, 1e-12, max(100, min(10 * self.n, 5000)))
+        ok = self.cg(self.indptr[1:], self.indices, b, x, 0.0, 1.0 / self.diag, rtol,
+                     max(100, min(10 * self.n, 5000)))
         if not ok and not self._warned:
             self._warned = True
             warnings.warn("sparse BBS: the support projection's CG did not reach its tolerance (the support "
@@ -127,11 +171,18 @@ class Support:
                           NormalizeConvergenceWarning, stacklevel=4)
         return x
 
-    def evaluate(self, data, mu):
+    def evaluate(self, data, mu, lst=None):
+        """Row sums, sums of squares and active counts at ``mu`` (and, into ``lst``, the active set).
+
+        With ``lst`` (nnz,) the active set comes back as ``(stop, lst)`` for
+        :meth:`cg`: row i's active columns are ``lst[indptr[i]:stop[i]]``.
+        """
         n = self.n
         r, sq, cnt = np.empty(n), np.empty(n), np.empty(n, dtype=np.int64)
-        csr_kernels().csr_dual_eval(data, self.indices, self.indptr, mu, r, sq, cnt)
-        return r, sq, cnt
+        listing = lst is not None
+        lst = lst if listing else np.empty(0, dtype=self.indices.dtype)
+        csr_kernels().csr_dual_eval(data, self.indices, self.indptr, mu, r, sq, cnt, lst, listing)
+        return (r, sq, cnt, (self.indptr[:-1] + cnt, lst)) if listing else (r, sq, cnt)
 
     def class_sums(self, data, codes):
         r, rc = np.empty(self.n), np.empty(self.n)
@@ -148,7 +199,7 @@ def alternating(template, K, dt, n_iter, tol, hist):
     """Alg. 1 within the support: support projection (CG), then clip, fused."""
     sup = Support(K)
     data = K.data.astype(dt, copy=True)
-    r = np.bincount(sup.rows, weights=data, minlength=sup.n)
+    r = sup.row_sums(data)
     mu = None
     t, err, converged = 0, float(np.abs(r - 1.0).max()), False
     for t in progress.iterate(range(1, n_iter + 1), "sparse BBS (alternating)"):
@@ -189,47 +240,67 @@ def dykstra(template, K, dt, n_iter, tol, hist):
                 break
     if tol is not None and not converged:
         warn_not_converged("sparse BBS (dykstra)", t, err, tol)
-    G, info = _finish(template, sup, m, dt, "bbs/dykstra")
+    G, info = _finish(template, K, m, dt, "bbs/dykstra", sup.n_cg)
     info.n_iter, info.converged, info.history = t, converged or tol is None, hist.rows
     return G, info
 
 
 def dual(template, K, dt, n_iter, tol, hist, mu0=None):
-    """Semismooth Newton on the dual with the active set read from K's stored entries."""
-    sup = Support(K)
-    if mu0 is None:  # the support projection of K itself
-        mu0 = sup.solve(1.0 - np.bincount(sup.rows, weights=K.data, minlength=sup.n))
+    """Semismooth Newton on the dual; each step lists its active set once for the CG products.
 
-    def jacobian(mu, cnt):
+    Large K is solved renumbered (:func:`_local_order`); ``mu`` comes back in
+    K's numbering and G is formed on K itself.
+    """
+    _check_rows(K)  # before renumbering, so that a message names K's own row
+    Kp, order = _local_order(K)
+    sup = Support(Kp)
+    codes = hist.codes if order is None or hist.codes is None else hist.codes[order]
+    if mu0 is None:  # the support projection of K itself, solved only as far as a Newton start needs
+        mu0 = sup.solve(1.0 - sup.row_sums(Kp.data), rtol=START_RTOL)
+    elif order is not None:
+        mu0 = np.asarray(mu0, dtype=np.float64)[order]
+
+    # every evaluation lists its active set: the one that accepts a step hands it to that step's CG.  One
+    # buffer serves all: newton() solves at a point before it evaluates any trial point, and the last
+    # point it evaluated is always the one it goes on from (nnz indices fewer in memory at 8M rows)
+    lst = np.empty(Kp.indices.shape[0], dtype=Kp.indices.dtype)
+
+    def evaluate(mu):
+        r, sq, cnt, active = sup.evaluate(Kp.data, mu, lst)
+        return r, sq, (cnt, active)
+
+    def jacobian(mu, state):
+        cnt, (stop, indices) = state
         diag = cnt + (sup.diag_stored & (sup.kdiag + 2.0 * mu > 0.0))
 
         def solve(rhs, eps, rtol, maxiter):
             x = np.zeros(sup.n)
             n0 = sup.n_cg
-            sup.cg(rhs, x, mu, True, eps, 1.0 / (diag + eps), rtol, maxiter)
+            sup.cg(stop, indices, rhs, x, eps, 1.0 / (diag + eps), rtol, maxiter)
             return x, sup.n_cg - n0
         return solve
 
-    mu, k, converged, err, n_cg = newton(lambda mu: sup.evaluate(K.data, mu), jacobian, mu0, tol, n_iter,
-                                         hist, lambda mu: sup.dual_class_sums(mu, hist.codes))
+    mu, k, converged, err, n_cg = newton(evaluate, jacobian, mu0, tol, n_iter,
+                                         hist, lambda mu: sup.dual_class_sums(mu, codes))
     if not converged:
         warn_not_converged("sparse BBS (dual Newton)", k, err, tol)
-    G, info = _finish(template, sup, mu, dt, "bbs/dual")
-    info.n_iter, info.converged, info.history, info.n_inner = k, converged, hist.rows, sup.n_cg
+    if order is not None:
+        mu_p, mu = mu, np.empty_like(mu)
+        mu[order] = mu_p
+    G, info = _finish(template, K, mu, dt, "bbs/dual", sup.n_cg)
+    info.n_iter, info.converged, info.history = k, converged, hist.rows
     return G, info
 
 
-def _finish(template, sup, mu, dt, method):
-    K = sup.K
+def _finish(template, K, mu, dt, method, n_cg):
+    """``G = max(K + mu 1^T + 1 mu^T, 0)`` on E and its KKT residuals, in one compiled pass."""
     data = np.empty(K.data.shape[0], dtype=dt)
-    r = np.empty(sup.n)
-    csr_kernels().csr_dual_form(K.data, sup.indices, sup.indptr, mu, data, r)
-    g = data.astype(np.float64)
-    lam = g - (K.data + (mu[sup.rows] + mu[sup.indices]))
+    r = np.empty(K.shape[0])
+    stats = np.zeros((3, csr_kernels()._CHUNKS))
+    csr_kernels().csr_dual_finish(K.data, K.indices, K.indptr, mu, data, r, stats)
     err = float(np.abs(r - 1.0).max())
-    kkt = {"primal_row_err": err, "primal_min": float(g.min(initial=0.0)),
-           "dual_feasibility": float(max(0.0, -lam.min(initial=0.0))),
-           "complementarity": float(np.abs(lam * g).max(initial=0.0))}
-    G = like_sparse(template, data, sup.indices.copy(), sup.indptr.copy(), K.shape)
+    kkt = {"primal_row_err": err, "primal_min": float(stats[0].min()),
+           "dual_feasibility": float(max(0.0, -stats[1].min())), "complementarity": float(stats[2].max())}
+    G = like_sparse(template, data, K.indices.copy(), K.indptr.copy(), K.shape)
     return G, NormalizeInfo(n_iter=0, converged=True, row_err=err, kkt=kkt, method=method, mu=mu,
-                            n_inner=sup.n_cg)
+                            n_inner=n_cg)

@@ -22,50 +22,6 @@ _CHUNKS = 64
 
 
 @njit(nogil=True)
-def _jvp_rows(indptr, indices, data, mu, active, v, out, lo, hi):
-    if active:
-        for i in range(lo, hi):
-            mi = mu[i]
-            vi = v[i]
-            s = 0.0
-            for k in range(indptr[i], indptr[i + 1]):
-                j = indices[k]
-                if _pos_shift(data[k], mi, mu[j]) > 0.0:
-                    s += vi + v[j]
-            out[i] = s
-    else:
-        for i in range(lo, hi):
-            vi = v[i]
-            s = 0.0
-            for k in range(indptr[i], indptr[i + 1]):
-                s += vi + v[indices[k]]
-            out[i] = s
-
-
-@njit(parallel=True, nogil=True)
-def csr_jvp(indptr, indices, data, mu, active, v, out):
-    """``out = (D + A) v`` for the signless Laplacian of a graph listed in CSR.
-
-    ``((D + A) v)_i = sum_{j in row i} (v_i + v_j)``: a stored diagonal entry
-    counts twice, as it should (it is ``d/dmu_i`` of ``mu_i + mu_i``).  With
-    ``active=False`` the graph is the stored pattern (the support projection's
-    system); with ``active=True`` only the entries with
-    ``data_k + mu_i + mu_j > 0`` count (the generalised Jacobian of the dual
-    BBS equations).  ``v`` (n,) IN, ``out`` (n,) OUT.
-    """
-    n = indptr.shape[0] - 1
-    step = (n + _CHUNKS - 1) // _CHUNKS
-    for c in prange(_CHUNKS):
-        _jvp_rows(indptr, indices, data, mu, active, v, out, min(n, c * step), min(n, c * step + step))
-
-
-@njit(nogil=True)
-def csr_jvp_serial(indptr, indices, data, mu, active, v, out):
-    """:func:`csr_jvp` without ``prange``."""
-    _jvp_rows(indptr, indices, data, mu, active, v, out, 0, indptr.shape[0] - 1)
-
-
-@njit(nogil=True)
 def _dot(a, b):
     s = 0.0
     for i in range(a.shape[0]):
@@ -74,15 +30,120 @@ def _dot(a, b):
 
 
 @njit(nogil=True)
-def cg_csr(indptr, indices, data, mu, active, shift, b, x, dinv, rtol, maxiter, parallel):
-    """Jacobi-preconditioned CG for ``(L + shift I) x = b``, L as in :func:`csr_jvp`.
+def _bounds(n, c):
+    """Rows ``[lo, hi)`` of chunk ``c`` of :data:`_CHUNKS`."""
+    step = (n + _CHUNKS - 1) // _CHUNKS
+    return min(n, c * step), min(n, c * step + step)
+
+
+# -- conjugate gradients on a listed graph -----------------------------------------
+#
+# The CG below works on a graph listed as (indptr, indices) only: the stored
+# pattern (support projection) or the active set of the dual Newton step, listed
+# in place by the evaluation that accepted the step (csr_dual_eval).  Reading 4-byte indices and one gathered
+# vector per entry is about a third of the traffic of re-deciding activity from
+# (data, mu[j]) in every product.  Each iteration is three fused passes (product
+# and p.q; x, r, z and r.r, r.z; the new direction); the dot products are summed
+# per fixed row chunk and the chunk sums added in order, so the result does not
+# depend on the number of threads and the serial twin gives the same bits.
+
+
+@njit(nogil=True)
+def _spmv_chunk(start, stop, indices, shift, p, q, lo, hi):
+    """``q = (D + A + shift I) p`` on rows [lo, hi); returns their part of ``p . q``."""
+    s = 0.0
+    for i in range(lo, hi):
+        pi = p[i]
+        a = 0.0
+        for k in range(start[i], stop[i]):
+            a += p[indices[k]]
+        qi = (stop[i] - start[i] + shift) * pi + a
+        q[i] = qi
+        s += pi * qi
+    return s
+
+
+@njit(nogil=True)
+def _update_chunk(x, r, p, q, z, dinv, a, lo, hi, out, c):
+    rr = 0.0
+    rz = 0.0
+    for i in range(lo, hi):
+        x[i] += a * p[i]
+        ri = r[i] - a * q[i]
+        r[i] = ri
+        zi = dinv[i] * ri
+        z[i] = zi
+        rr += ri * ri
+        rz += ri * zi
+    out[0, c] = rr
+    out[1, c] = rz
+
+
+@njit(parallel=True, nogil=True)
+def _spmv_par(start, stop, indices, shift, p, q, part):
+    for c in prange(_CHUNKS):
+        lo, hi = _bounds(p.shape[0], c)
+        part[c] = _spmv_chunk(start, stop, indices, shift, p, q, lo, hi)
+
+
+@njit(nogil=True)
+def _spmv_ser(start, stop, indices, shift, p, q, part):
+    for c in range(_CHUNKS):
+        lo, hi = _bounds(p.shape[0], c)
+        part[c] = _spmv_chunk(start, stop, indices, shift, p, q, lo, hi)
+
+
+@njit(parallel=True, nogil=True)
+def _update_par(x, r, p, q, z, dinv, a, parts):
+    for c in prange(_CHUNKS):
+        lo, hi = _bounds(x.shape[0], c)
+        _update_chunk(x, r, p, q, z, dinv, a, lo, hi, parts, c)
+
+
+@njit(nogil=True)
+def _update_ser(x, r, p, q, z, dinv, a, parts):
+    for c in range(_CHUNKS):
+        lo, hi = _bounds(x.shape[0], c)
+        _update_chunk(x, r, p, q, z, dinv, a, lo, hi, parts, c)
+
+
+@njit(parallel=True, nogil=True)
+def _direction_par(p, z, beta):
+    for c in prange(_CHUNKS):
+        lo, hi = _bounds(p.shape[0], c)
+        for i in range(lo, hi):
+            p[i] = z[i] + beta * p[i]
+
+
+@njit(nogil=True)
+def _direction_ser(p, z, beta):
+    for i in range(p.shape[0]):
+        p[i] = z[i] + beta * p[i]
+
+
+@njit(nogil=True)
+def pattern_matvec(start, stop, indices, shift, v, out):
+    """``out = (D + A + shift I) v`` for the signless Laplacian of the listed graph (serial).
+
+    Row i lists ``indices[start[i]:stop[i]]`` (``start = indptr[:-1]``,
+    ``stop = indptr[1:]`` for a plain CSR pattern; shorter rows for an active
+    set listed in place).  ``((D + A) v)_i = sum_{j in row i} (v_i + v_j)``: a
+    listed diagonal entry counts twice, as it should (it is ``d/dmu_i`` of
+    ``mu_i + mu_i``).  Returns ``v . out``.
+    """
+    return _spmv_chunk(start, stop, indices, shift, v, out, 0, v.shape[0])
+
+
+@njit(nogil=True)
+def cg_csr(start, stop, indices, shift, b, x, dinv, rtol, maxiter, parallel):
+    """Jacobi-preconditioned CG for ``(D + A + shift I) x = b`` on the graph listed as in :func:`pattern_matvec`.
 
     ``x`` (n,) INOUT: the starting guess, overwritten by the solution;
-    ``dinv`` (n,) IN: inverse diagonal of ``L + shift I``.  Stops when
-    ``||b - (L + shift I) x||_2 <= rtol ||b||_2``.  L is symmetric positive
-    semi-definite (singular only on bipartite components, where the systems of
-    a feasible BBS problem are consistent).  ``parallel`` selects the
-    ``prange`` product (large graphs) or the serial one.
+    ``dinv`` (n,) IN: inverse diagonal of the matrix.  Stops when
+    ``||b - (D + A + shift I) x||_2 <= rtol ||b||_2``.  The matrix is symmetric
+    positive semi-definite (singular only on bipartite components, where the
+    systems of a feasible BBS problem are consistent).  ``parallel`` selects
+    the ``prange`` passes (large graphs) or their serial twins (same bits).
 
     Returns
     -------
@@ -90,48 +151,54 @@ def cg_csr(indptr, indices, data, mu, active, shift, b, x, dinv, rtol, maxiter, 
     """
     n = b.shape[0]
     q = np.empty(n)
+    part = np.empty(_CHUNKS)
+    parts = np.zeros((2, _CHUNKS))
     if parallel:
-        csr_jvp(indptr, indices, data, mu, active, x, q)
+        _spmv_par(start, stop, indices, shift, x, q, part)
     else:
-        csr_jvp_serial(indptr, indices, data, mu, active, x, q)
-    r = b - q - shift * x
-    stop = rtol * np.sqrt(_dot(b, b))
-    if np.sqrt(_dot(r, r)) <= stop:
+        _spmv_ser(start, stop, indices, shift, x, q, part)
+    r = b - q
+    target = rtol * np.sqrt(_dot(b, b))
+    if np.sqrt(_dot(r, r)) <= target:
         return 0, True
     z = dinv * r
     p = z.copy()
     rz = _dot(r, z)
     for it in range(1, maxiter + 1):
         if parallel:
-            csr_jvp(indptr, indices, data, mu, active, p, q)
+            _spmv_par(start, stop, indices, shift, p, q, part)
         else:
-            csr_jvp_serial(indptr, indices, data, mu, active, p, q)
-        for i in range(n):
-            q[i] += shift * p[i]
-        pq = _dot(p, q)
+            _spmv_ser(start, stop, indices, shift, p, q, part)
+        pq = part.sum()
         if not pq > 0.0:  # a null-space direction: nothing left to gain
             return it, False
         a = rz / pq
-        for i in range(n):
-            x[i] += a * p[i]
-            r[i] -= a * q[i]
-        if np.sqrt(_dot(r, r)) <= stop:
+        if parallel:
+            _update_par(x, r, p, q, z, dinv, a, parts)
+        else:
+            _update_ser(x, r, p, q, z, dinv, a, parts)
+        if np.sqrt(parts[0].sum()) <= target:
             return it, True
-        for i in range(n):
-            z[i] = dinv[i] * r[i]
-        rz_new = _dot(r, z)
+        rz_new = parts[1].sum()
         beta = rz_new / rz
         rz = rz_new
-        for i in range(n):
-            p[i] = z[i] + beta * p[i]
+        if parallel:
+            _direction_par(p, z, beta)
+        else:
+            _direction_ser(p, z, beta)
     return maxiter, False
 
 
 @njit(parallel=True, nogil=True)
-def csr_dual_eval(data, indices, indptr, mu, r_out, sq_out, cnt_out):
+def csr_dual_eval(data, indices, indptr, mu, r_out, sq_out, cnt_out, list_out, listing):
     """Row sums, row sums of squares and active counts of ``max(K + mu_i + mu_j, 0)`` on E.
 
-    The sparse counterpart of ``_numba.bbs_dual_eval``; all OUT (n,).
+    The sparse counterpart of ``_numba.bbs_dual_eval``; all OUT (n,).  With
+    ``listing``, the active columns of row i are also written in place to
+    ``list_out[indptr[i]:indptr[i] + cnt_out[i]]`` (``list_out`` (nnz,) OUT):
+    the graph of the Newton step's CG (:func:`cg_csr` with ``start =
+    indptr[:-1]``, ``stop = start + cnt``) comes with the evaluation that
+    accepts the step, instead of from a pass of its own.
     """
     for i in prange(indptr.shape[0] - 1):
         mi = mu[i]
@@ -139,10 +206,13 @@ def csr_dual_eval(data, indices, indptr, mu, r_out, sq_out, cnt_out):
         q = 0.0
         c = 0
         for k in range(indptr[i], indptr[i + 1]):
-            v = _pos_shift(data[k], mi, mu[indices[k]])
+            j = indices[k]
+            v = _pos_shift(data[k], mi, mu[j])
             s += v
             q += v * v
             if v > 0.0:
+                if listing:
+                    list_out[indptr[i] + c] = j
                 c += 1
         r_out[i] = s
         sq_out[i] = q
@@ -181,3 +251,124 @@ def csr_class_sums(data, indices, indptr, y, row0, r_out, rc_out):
                 sc += p
         r_out[i] = s
         rc_out[i] = sc
+
+
+# -- setting up and finishing the sparse dual -------------------------------------------------
+
+
+@njit(parallel=True, nogil=True)
+def csr_row_sums(data, indptr, r_out):
+    """Float64 row sums of a CSR matrix (one pass; NumPy's bincount would first expand the row ids)."""
+    for i in prange(indptr.shape[0] - 1):
+        s = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            s += data[k]
+        r_out[i] = s
+
+
+@njit(parallel=True, nogil=True)
+def csr_diagonal(data, indices, indptr, stored_out, value_out):
+    """Whether row i stores its diagonal (explicit zeros count) and its value (0 when not stored)."""
+    for i in prange(indptr.shape[0] - 1):
+        stored_out[i] = False
+        value_out[i] = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            if indices[k] == i:
+                stored_out[i] = True
+                value_out[i] = data[k]
+
+
+@njit(nogil=True)
+def _finish_rows(data, indices, indptr, mu, out_data, r_out, lo, hi, stats, c):
+    g_min = 0.0
+    lam_min = 0.0
+    comp = 0.0
+    for i in range(lo, hi):
+        mi = mu[i]
+        s = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            out_data[k] = _pos_shift(data[k], mi, mu[j])
+            g = np.float64(out_data[k])  # the stored (possibly float32) value is the one the residuals judge
+            s += out_data[k]
+            lam = g - (np.float64(data[k]) + (mi + mu[j]))
+            g_min = min(g_min, g)
+            lam_min = min(lam_min, lam)
+            comp = max(comp, abs(lam * g))
+        r_out[i] = s
+    stats[0, c] = g_min
+    stats[1, c] = lam_min
+    stats[2, c] = comp
+
+
+@njit(parallel=True, nogil=True)
+def csr_dual_finish(data, indices, indptr, mu, out_data, r_out, stats):
+    """:func:`csr_dual_form` and the KKT residuals of the result in the same pass.
+
+    ``stats`` (3, _CHUNKS) OUT: per row chunk the smallest ``G_ij`` (and 0),
+    the smallest multiplier ``lam_ij = G_ij - (K_ij + mu_i + mu_j)`` (and 0)
+    and the largest ``|lam_ij G_ij|`` (complementarity).
+    """
+    for c in prange(_CHUNKS):
+        lo, hi = _bounds(indptr.shape[0] - 1, c)
+        _finish_rows(data, indices, indptr, mu, out_data, r_out, lo, hi, stats, c)
+
+
+@njit(parallel=True, nogil=True)
+def csr_zero_diagonal(data, indices, indptr):
+    """Set the stored diagonal entries of ``data`` to 0 in place (``self_loops="zero"``)."""
+    for i in prange(indptr.shape[0] - 1):
+        for k in range(indptr[i], indptr[i + 1]):
+            if indices[k] == i:
+                data[k] = 0.0
+
+
+# -- a cache-friendly row order ----------------------------------------------------------------
+#
+# Every pass of the dual gathers mu[j] or p[j] for the columns of each row.  When the
+# rows of neighbours lie far apart (mnist-1m lists the copies of an image 70000 rows
+# apart) each gather misses the cache once the n-vectors outgrow it, and the time per
+# entry doubles between 70k and 1M rows.  Breadth-first order puts every row near its
+# neighbours (the locality of reverse Cuthill-McKee at an O(nnz) cost, no degree sort).
+
+
+@njit(nogil=True)
+def bfs_order(indptr, indices):
+    """Rows in breadth-first order, component after component (each from its lowest row)."""
+    n = indptr.shape[0] - 1
+    order = np.empty(n, dtype=np.int64)
+    seen = np.zeros(n, dtype=np.bool_)
+    head = 0
+    tail = 0
+    for s in range(n):
+        if seen[s]:
+            continue
+        seen[s] = True
+        order[tail] = s
+        tail += 1
+        while head < tail:
+            i = order[head]
+            head += 1
+            for k in range(indptr[i], indptr[i + 1]):
+                j = indices[k]
+                if not seen[j]:
+                    seen[j] = True
+                    order[tail] = j
+                    tail += 1
+    return order
+
+
+@njit(parallel=True, nogil=True)
+def csr_permute(indptr, indices, data, order, inv, p_indptr, p_indices, p_data):
+    """``P K P^T`` for the row order ``order`` (``inv`` its inverse; ``p_indptr`` IN, the rest OUT).
+
+    Row r of the result is row ``order[r]`` of K with its columns renamed by
+    ``inv``, in K's order (not sorted: no kernel of the dual needs sorted rows).
+    """
+    for r in prange(order.shape[0]):
+        i = order[r]
+        o = p_indptr[r]
+        for k in range(indptr[i], indptr[i + 1]):
+            p_indices[o] = inv[indices[k]]
+            p_data[o] = data[k]
+            o += 1

@@ -34,11 +34,15 @@ def newton(evaluate, jacobian, mu, tol, max_iter, hist, class_sums):
 
     Parameters
     ----------
-    evaluate : callable ``mu -> (r, sq, cnt)``
-        Row sums, row sums of squares and active counts of ``G(mu)``.
-    jacobian : callable ``(mu, cnt) -> solve``
+    evaluate : callable ``mu -> (r, sq, state)``
+        Row sums and row sums of squares of ``G(mu)``, and what the Jacobian
+        there needs (the active counts; the sparse solver adds the active set,
+        listed in the same pass into one buffer: the loop solves at a point
+        before it evaluates a trial point, and always goes on from the point
+        it evaluated last).
+    jacobian : callable ``(mu, state) -> solve``
         ``solve(rhs, eps, rtol, maxiter) -> (delta, cg_iterations)`` solves
-        ``(J + eps I) delta = rhs`` at ``mu`` (``cnt``: active counts there).
+        ``(J + eps I) delta = rhs`` at ``mu`` (``state``: from ``evaluate(mu)``).
     mu : (n,) float64
         Starting point (not modified).
     tol : float
@@ -58,7 +62,7 @@ def newton(evaluate, jacobian, mu, tol, max_iter, hist, class_sums):
 
 def _loop(evaluate, jacobian, mu, tol, max_iter, hist, class_sums, bar):
     mu = np.array(mu, dtype=np.float64)
-    r, sq, cnt = evaluate(mu)
+    r, sq, state = evaluate(mu)
     F = r - 1.0
     theta = 0.5 * sq.sum() - 2.0 * mu.sum()
     n_cg = 0
@@ -69,7 +73,7 @@ def _loop(evaluate, jacobian, mu, tol, max_iter, hist, class_sums, bar):
             hist.add(k, r, class_sums(mu)[1] if hist.wants_classes else None)
         if err <= tol or k >= max_iter:
             return mu, k, err <= tol, err, n_cg
-        solve = jacobian(mu, cnt)
+        solve = jacobian(mu, state)
         delta, it = solve(-F, min(1e-3, err), min(0.1, norm2(F)), max(50, min(mu.size, 1000)))
         n_cg += it
         slope = 2.0 * float(np.sum(F * delta))  # directional derivative of theta, < 0
@@ -77,7 +81,7 @@ def _loop(evaluate, jacobian, mu, tol, max_iter, hist, class_sums, bar):
         step = 1.0
         for _ in range(60):
             mu_t = mu + step * delta
-            r_t, sq_t, cnt_t = evaluate(mu_t)
+            r_t, sq_t, state_t = evaluate(mu_t)
             theta_t = 0.5 * sq_t.sum() - 2.0 * mu_t.sum()
             if theta_t <= theta + 1e-4 * step * slope + slack:
                 break
@@ -85,7 +89,7 @@ def _loop(evaluate, jacobian, mu, tol, max_iter, hist, class_sums, bar):
         else:
             # no decrease representable any more: we are at the accuracy floor
             return mu, k, err <= tol, err, n_cg
-        mu, r, sq, cnt, theta = mu_t, r_t, sq_t, cnt_t, theta_t
+        mu, r, sq, state, theta = mu_t, r_t, sq_t, state_t, theta_t
         F = r - 1.0
         k += 1
         bar.update(1)
