@@ -58,8 +58,13 @@ dtype_option = click.option("--dtype", default="float64", show_default=True, typ
 @click.option("--max-memory", default="256MB", show_default=True, help="Budget of the streamed (out-of-core) run.")
 @click.option("--data", default="news20-all", show_default=True,
               help="Named corpus (needs $BIGCLUST_DATA; else a synthetic tf-idf matrix), or synthetic:NxMxNNZ.")
+@click.option("--dense-data", default="mnist-test", show_default=True,
+              help="Dense images for the dense case (pixels / 255), synthetic:NxMxNNZ made dense, or none.")
+@click.option("--dense-k", default=10, show_default=True, type=click.IntRange(min=2))
+@click.option("--dense-iters", default=200, show_default=True, type=click.IntRange(min=1), help="MU iterations timed.")
+@click.option("--dense-repeats", default=3, show_default=True, type=click.IntRange(min=1))
 def bench_nmf(**params):
-    """Linear NMF (MU, HALS) vs scikit-learn, bilinear vs linear per iteration, streamed peak RSS."""
+    """Linear NMF (MU, HALS) vs scikit-learn on sparse and dense data, bilinear vs linear, streamed peak RSS."""
 
 
 @_command("bbs")

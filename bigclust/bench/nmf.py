@@ -3,6 +3,8 @@
 Everything is measured in this run on the same tf-idf matrix and from the same
 initial factors: ours and scikit-learn's ``NMF`` (``init="custom"``, its W =
 our V, its H = our U^T), so the objectives can be compared iterate for iterate.
+The dense case (``dense_*`` keys) does the same on dense images: the MNIST test
+digits, pixels / 255, given to both as a dense float64 array.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bigclust._util.errors import UserError
-from bigclust.bench._measure import PeakRSS, machine, timed
+from bigclust.bench._measure import PeakRSS, load_avg, machine, timed
 
 
 def load_tfidf(name="news20-all", synthetic=(18000, 30000, 1_400_000), seed=0):
@@ -52,12 +54,14 @@ def load_tfidf(name="news20-all", synthetic=(18000, 30000, 1_400_000), seed=0):
     return X, None, f"synthetic {n}x{m}"
 
 
-def bench_nmf(k=20, iters=30, repeats=5, max_memory="256MB", data="news20-all", seed=0):
-    """MU and HALS vs scikit-learn, bilinear vs linear per iteration, and streamed peak RSS.
+def bench_nmf(k=20, iters=30, repeats=5, max_memory="256MB", data="news20-all", seed=0, dense_data="mnist-test",
+              dense_k=10, dense_iters=200, dense_repeats=3):
+    """MU and HALS vs scikit-learn (sparse and dense), bilinear vs linear per iteration, and streamed peak RSS.
 
     Returns a flat dict; the keys the issue names are ``mu_speedup_vs_sklearn``,
-    ``hals_speedup_vs_sklearn_cd``, ``bilinear_over_linear_per_iter`` and
-    ``ooc_peak_rss_bytes``.
+    ``hals_speedup_vs_sklearn_cd``, ``bilinear_over_linear_per_iter``,
+    ``ooc_peak_rss_bytes``, ``dense_mu_speedup_vs_sklearn`` and
+    ``dense_hals_speedup_vs_sklearn_cd`` (:func:`bench_dense`; ``dense_data=None`` skips it).
     """
     from sklearn.decomposition import NMF
 
@@ -130,6 +134,95 @@ def bench_nmf(k=20, iters=30, repeats=5, max_memory="256MB", data="news20-all", 
     t_bi = timed(lambda: nmf.bilinear_nmf(X, k, init=(V0, V0), n_init=1, max_iter=iters, tol=0.0), repeats).median
     out.update(bilinear_seconds_per_iter=t_bi / iters, bilinear_over_linear_per_iter=t_bi / t_mu)
     out.update(_streamed(X, k, iters, max_memory, seed))
+    if dense_data and dense_data != "none":
+        out.update(bench_dense(dense_data, dense_k, dense_iters, dense_repeats, seed))
+    out["load_avg_after"] = load_avg()
+    return out
+
+
+def load_dense(name="mnist-test"):
+    """Dense non-negative images as float64: a named data set (``$BIGCLUST_DATA``) with pixels / 255,
+    or ``synthetic:NxMxNNZ`` (the synthetic tf-idf matrix made dense)."""
+    import os
+    from pathlib import Path
+
+    root = os.environ.get("BIGCLUST_DATA")
+    if name.startswith("synthetic") or not (root and Path(root).is_dir()):
+        X, _, what = load_tfidf(name if name.startswith("synthetic") else "synthetic:10000x784x1500000")
+        return X.toarray(), f"{what}, dense"
+    from bigclust.datasets import open_dataset
+    X = np.concatenate([np.asarray(Xc, dtype=np.float64) for Xc, _ in open_dataset(name, root).iter_chunks(4096)])
+    return X / 255.0 if X.max() > 1.0 else X, f"{name} / 255"
+
+
+def bench_dense(name="mnist-test", k=10, iters=200, repeats=3, seed=0):
+    """Dense X: our MU and HALS against scikit-learn's ``NMF(solver="mu")`` and ``NMF(solver="cd")``.
+
+    Protocol (said in the result's ``dense_protocol``): both get the same dense float64 X and the same
+    initial factors; each timed call is a whole fit from that start (input checks, setup and iterations),
+    ours and scikit-learn's interleaved, medians over ``repeats``.  MU: ``iters`` iterations each (tol = 0).
+    HALS: scikit-learn's cd runs to its own stop (tol = 1e-4, at most 1000 iterations); ours is timed for
+    the iterations it needs to reach scikit-learn's final objective (found by an untimed run), or for as
+    many iterations as scikit-learn's when it does not reach it.
+    """
+    from sklearn.decomposition import NMF
+
+    from bigclust import nmf
+    from bigclust.nmf import ops, random_factors
+
+    X, what = load_dense(name)
+    n, m = X.shape
+    U0, V0 = random_factors(seed, [(m, k), (n, k)], float(np.sqrt(X.mean() / k)))
+    out = {"dense_data": what, "dense_n": n, "dense_m": m, "dense_nonzero_share": float(np.count_nonzero(X) / X.size),
+           "dense_k": k, "dense_iters": iters, "dense_repeats": repeats, "dense_load_avg_before": load_avg(),
+           "dense_products": "CSR kernels" if ops.product_form(X) is not X else "BLAS dgemm",
+           "dense_protocol": "same dense float64 X and start (init=custom); whole fits timed, interleaved, medians; "
+                             "MU: dense_iters iterations each, tol=0; HALS: sklearn cd to its stop (tol=1e-4), ours "
+                             "for the iterations it needs to reach sklearn's final objective",
+           "dense_mu_epsilon": "same update W <- W * (X H^T) / (W H H^T); a zero denominator becomes 1e-300 here "
+                               "and float32 eps in sklearn (never reached from a positive start: denominators > 0)"}
+
+    def ours(solver, max_iter, sweeps=None):
+        old = ops.HALS_SWEEPS
+        ops.HALS_SWEEPS = old if sweeps is None else sweeps
+        try:
+            return nmf.linear_nmf(X, k, solver=solver, init=(U0, V0), n_init=1, max_iter=max_iter, tol=0.0,
+                                  return_info=True)[3]
+        finally:
+            ops.HALS_SWEEPS = old
+
+    def theirs(solver, max_iter, tol=0.0):
+        est = NMF(k, init="custom", solver=solver, beta_loss="frobenius", max_iter=max_iter, tol=tol, random_state=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est.fit_transform(X, W=V0.copy(), H=U0.T.copy())
+        return est
+
+    def warmup():   # Numba compilation and first-touch costs, outside the timings
+        ours("mu", 2)
+        ours("hals", 2)
+
+    mu = timed({"ours": lambda: ours("mu", iters), "sklearn": lambda: theirs("mu", iters)}, repeats, warmup=warmup)
+    j_ours, j_sk = float(mu["ours"].result.objective[-1]), 0.5 * mu["sklearn"].result.reconstruction_err_ ** 2
+    out.update(dense_ours_mu_seconds=mu["ours"].median, dense_sklearn_mu_seconds=mu["sklearn"].median,
+               dense_ours_mu_cpu_seconds=mu["ours"].cpu, dense_sklearn_mu_cpu_seconds=mu["sklearn"].cpu,
+               dense_mu_speedup_vs_sklearn=mu["sklearn"].median / mu["ours"].median,
+               dense_mu_objective_ours=j_ours, dense_mu_objective_sklearn=j_sk,
+               dense_mu_objective_rel_diff=abs(j_ours - j_sk) / j_sk)
+    est = theirs("cd", 1000, 1e-4)
+    n_cd, j_cd = int(est.n_iter_), 0.5 * est.reconstruction_err_ ** 2
+    reached = np.flatnonzero(ours("hals", n_cd).objective <= j_cd * (1 + 1e-9))
+    r = int(reached[0]) if reached.size else None
+    hals = timed({"ours": lambda: ours("hals", r or n_cd), "sklearn": lambda: theirs("cd", 1000, 1e-4)}, repeats)
+    # one sweep per factor update is scikit-learn's cd iterate for iterate: the formula check
+    j_1 = float(ours("hals", n_cd, sweeps=1).objective[-1])
+    out.update(dense_sklearn_cd_seconds=hals["sklearn"].median, dense_sklearn_cd_n_iter=n_cd,
+               dense_sklearn_cd_objective=j_cd, dense_ours_hals_seconds=hals["ours"].median,
+               dense_ours_hals_iters=r or n_cd, dense_ours_hals_reached_sklearn_objective=r is not None,
+               dense_ours_hals_objective=float(hals["ours"].result.objective[-1]),
+               dense_hals_speedup_vs_sklearn_cd=hals["sklearn"].median / hals["ours"].median,
+               dense_hals1_objective_same_iters=j_1, dense_hals1_objective_rel_diff=abs(j_1 - j_cd) / j_cd,
+               dense_load_avg_after=load_avg())
     return out
 
 

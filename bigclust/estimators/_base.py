@@ -260,8 +260,10 @@ def _run(raw_config: dict, X, scheduler, y, fetch: dict) -> FitResult:
                         arrays={a: read_matrix(g, a) for a in g.array_keys() if a not in ("labels", "inertia")})
         for (st, k), attrs in runner.done.items():
             res.stages[st] = attrs
+            if not fetch.get(st):
+                continue   # opening a stage's group reads its metadata from disk: only for what is fetched
             gs = store.open(st, k)
-            for name in fetch.get(st, ()):
+            for name in fetch[st]:
                 if name in gs and _fits_memory(gs[name], cfg.max_memory):
                     res.fetched.setdefault(st, {})[name] = read_matrix(gs, name)
         return res

@@ -86,7 +86,7 @@ def block_step(read_block, i, start, stop, n_features, solver, states):
     states : list of ``(U, U^T U, V_b)`` per restart (V_b is copied, not changed).
     Returns a list of ``(V_b new, X_b^T V_b new, V_b^T V_b new, sum V_b old o X_b U)``.
     """
-    Xb = _read(read_block, i, start, stop, n_features)
+    Xb = ops.product_form(_read(read_block, i, start, stop, n_features))
     XbT = ops.csr_transpose(Xb) if sp.issparse(Xb) else None
     out = []
     for U, GU, Vb in states:
@@ -170,7 +170,9 @@ def linear_nmf(X, n_components, *, solver="mu", init="random", n_init=10, max_it
     ----------
     X : ndarray or scipy.sparse matrix, shape (n, m)
         Documents as rows, non-negative (e.g. tf-idf).  Sparse X stays sparse:
-        each iteration costs O(nnz k) (a transposed copy of X is kept).
+        each iteration costs O(nnz k) (a transposed copy of X is kept).  So
+        does a dense X with at most a third of its entries nonzero (images);
+        a denser one is multiplied by BLAS.
     n_components : int
         Number of clusters k (``k <= n``).
     solver : {"mu", "hals"}
@@ -244,8 +246,9 @@ def linear_nmf(X, n_components, *, solver="mu", init="random", n_init=10, max_it
         X = scale_rows(X, w)
     seeds = draw_seeds(random_state, n_init)
     inits = _linear_inits(X, k, init, n_init, seeds, X.shape, float(X.sum()))
-    XT = ops.csr_transpose(X) if sp.issparse(X) else None
     xx = ops.sqnorm(X)
+    X = ops.product_form(X)       # after ||X||^2 and the initialisation, which stay those of X as given
+    XT = ops.csr_transpose(X) if sp.issparse(X) else None
     results, factors = [], []
     with progress.bar(n_init * max_iter, f"linear NMF ({n_init} restarts)") as bar:
         for U, V in inits:

@@ -16,18 +16,29 @@ def kern():
     return _numba
 
 
-def csr_transpose(X):
-    """``X^T`` as canonical CSR (the CSC of X, read row-wise).
+def _index_dtype(n_cols):
+    """int32 column indices while they fit (the products are memory-bound and read one per nonzero)."""
+    return np.int32 if n_cols < 2 ** 31 else np.int64
 
-    Column indices stay int32 when they fit (the products are memory-bound and
-    read an index per nonzero); the row pointers are int64.
+
+def csr_transpose(X):
+    """``X^T`` of a canonical CSR X as canonical CSR (its rows sorted), by one counting sort in Numba.
+
+    Column indices stay int32 when they fit; the row pointers are int64.
     """
-    T = X.T.tocsr()
-    T.sort_indices()
-    small = T.shape[1] < 2 ** 31
-    T.indices = T.indices.astype(np.int32 if small else np.int64, copy=False)
-    T.indptr = T.indptr.astype(np.int64, copy=False)
-    return T
+    r, c = X.shape
+    indptr_t = np.zeros(c + 1, dtype=np.int64)
+    indices_t = np.empty(X.nnz, dtype=_index_dtype(r))
+    data_t = np.empty(X.nnz, dtype=X.data.dtype)
+    kern().csr_transpose_into(X.indptr, X.indices, X.data, indptr_t, indices_t, data_t)
+    return _csr(data_t, indices_t, indptr_t, (c, r))
+
+
+def _csr(data, indices, indptr, shape):
+    """A CSR matrix of exactly these arrays (scipy's constructor would cast both index arrays to one dtype)."""
+    C = sp.csr_matrix(shape, dtype=data.dtype)
+    C.data, C.indices, C.indptr = data, indices, indptr
+    return C
 
 
 def matmul(X, M, out=None):
@@ -35,6 +46,8 @@ def matmul(X, M, out=None):
 
     A driver that iterates passes the same ``out`` every time: a fresh array of
     megabytes is fresh pages, and touching them costs about as much as the product.
+    A dense X goes to BLAS (dgemm); one with few nonzeros is better turned into
+    CSR once by the caller (:func:`product_form`).
     """
     M = np.ascontiguousarray(M, dtype=np.float64)
     if out is None:
@@ -42,8 +55,36 @@ def matmul(X, M, out=None):
     if sp.issparse(X):
         kern().csr_matmul(X.data, X.indices, X.indptr, M, out)
     else:
-        kern().dense_matmul(X, M, out)
+        np.dot(X, M, out=out)
     return out
+
+
+#: a dense X with at most this share of nonzeros is multiplied as CSR (:func:`product_form`).  Measured on the
+#: MNIST test digits (19 % nonzero, k = 10, one thread): CSR's two products took 0.42-0.46x the time of
+#: dgemm's, i.e. a nonzero costs CSR about 2.3 times what an entry costs dgemm: CSR pays up to about 40 %
+CSR_BELOW = 1 / 3
+
+
+def product_form(X):
+    """X as the products want it: a dense X with at most :data:`CSR_BELOW` nonzeros as canonical CSR.
+
+    The CSR kernels sum each entry over the nonzeros in column order, as a dense row loop that skips
+    zeros does: the products are those of such a loop bit for bit, at the cost of the nonzeros only.
+    Two parallel passes over X (count, fill): scipy's conversion took 6 times as long.
+    """
+    if sp.issparse(X) or X.size == 0:
+        return X
+    counts = np.empty(X.shape[0], dtype=np.int64)
+    kern().dense_row_nnz(X, counts)
+    nnz = int(counts.sum())
+    if nnz > CSR_BELOW * X.size:
+        return X
+    indptr = np.zeros(X.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    indices = np.empty(nnz, dtype=_index_dtype(X.shape[1]))
+    data = np.empty(nnz, dtype=X.dtype)
+    kern().dense_to_csr(X, indptr, indices, data)
+    return _csr(data, indices, indptr, X.shape)
 
 
 def dense_dot(A, M):
@@ -69,13 +110,16 @@ def matmul_split(X, M):
 
 
 def tmatmul(X, M, XT=None, out=None):
-    """``X^T M`` (c x k); ``XT`` is the CSR transpose of a CSR X when the caller keeps one."""
+    """``X^T M`` (c x k); ``XT`` is the CSR transpose of a CSR X when the caller keeps one.
+
+    A dense X goes to BLAS as its transpose (no copy: dgemm reads X transposed).
+    """
     M = np.ascontiguousarray(M, dtype=np.float64)
     if sp.issparse(X):
         return matmul(XT if XT is not None else csr_transpose(X), M, out)
     if out is None:
         out = np.empty((X.shape[1], M.shape[1]))
-    kern().dense_tmatmul(X, M, out)
+    np.dot(X.T, M, out=out)
     return out
 
 
