@@ -5,7 +5,7 @@ import scipy.sparse as sp
 
 from bigclust.algo.affinity import knn_graph, knn_kernel
 from bigclust._util.errors import ConfigError, UserError
-from bigclust.algo.knn import (APPROX_DEFAULT, EXACT_WORK_LIMIT, check_method, knn_approx, knn_exact, knn_search,
+from bigclust.algo.knn import (APPROX_DEFAULT, AUTO_APPROX, EXACT_WORK_LIMIT, check_method, knn_approx, knn_exact, knn_search,
                           recall, resolve_method)
 
 
@@ -90,7 +90,7 @@ def test_method_names_and_auto():
         assert "\n" not in str(e.value)
     assert resolve_method("auto", 1000, 50) == "exact"
     n_big = int(np.sqrt(EXACT_WORK_LIMIT / 784)) + 1000
-    assert resolve_method("auto", n_big, 784) == APPROX_DEFAULT
+    assert resolve_method("auto", n_big, 784) == AUTO_APPROX
     assert resolve_method("approx", 10, 2) == APPROX_DEFAULT
     assert resolve_method("pynndescent", 10, 2) == "pynndescent"
     with pytest.raises(UserError, match="unknown knn method"):

@@ -168,11 +168,3 @@ def test_stage_in_one_call_equals_chunked(tmp_path, make_config):
     K2, a2 = read_matrix(g, "K"), dict(g.attrs)
     assert a2["params"]["knn"] == "ivf" and a2["params"].get("search") is None
     assert (K1 != K2).nnz == 0 and n1.shape == (N, K_NN)
-
-
-def test_auto_resolves_to_ivf_in_low_dimensions():
-    from bigclust.algo import knn
-
-    assert knn.resolve_method("auto", 3000, 50) == "exact"
-    assert knn.resolve_method("auto", 70000, 50) == "ivf"       # PCA-50 MNIST: own cached code, no JIT wait
-    assert knn.resolve_method("auto", 70000, 784) == "pynndescent"  # raw high-dimensional rows

@@ -153,7 +153,7 @@ def test_sigkill_mid_stage_then_resume(tmp_path, make_config):
     assert set(attrs["knn_chunks_computed"]) == set(range(total)) - before
 
 
-@pytest.mark.parametrize("search", ["exact", "ivf"])
+@pytest.mark.parametrize("search", ["exact", "ivf", "ivf-rows"])
 def test_chunks_on_a_local_cluster_equal_local(tmp_path, make_config, search):
     """Chunks as tasks of a process-based cluster give the local lists bit for bit; for IVF the
     partition reaches the workers through the store's scratch group."""
@@ -162,9 +162,9 @@ def test_chunks_on_a_local_cluster_equal_local(tmp_path, make_config, search):
 
     def config(**kw):
         cfg = _config(make_config, p, **kw)
-        if search == "ivf":
+        if search != "exact":
             cfg.write_text(cfg.read_text().replace(f"knn_chunk_rows = {CHUNK}", f"knn_chunk_rows = {CHUNK}\n"
-                                                   'knn = "ivf"\nivf_cells = 16\nivf_probe = 5'))
+                                                   f'knn = "{search}"\nivf_cells = 16\nivf_probe = 5'))
         return cfg
 
     run(config(store="loc.zarr", out="o1"))

@@ -306,11 +306,12 @@ def knn_graph(X, n_neighbors=15, *, random_state=0, method="auto", n_cells=0, n_
         Seed of the approximate searches.
     method : str
         The search of :func:`bigclust.algo.knn.knn_search`: ``"exact"``
-        (blocked GEMM), ``"approx"``, ``"ivf"`` or a library name (``"pynndescent"``,
+        (blocked GEMM), ``"approx"``, ``"ivf"``, ``"ivf-rows"`` or a library name (``"pynndescent"``,
         ``"hnswlib"``, ``"faiss"``), or ``"auto"`` (exact while ``n^2 d`` is
         small, see :data:`bigclust.algo.knn.EXACT_WORK_LIMIT`).
     n_cells, n_probe : int
-        Cells and cells searched of ``method="ivf"`` (0: the default rule of :mod:`bigclust.algo.knn.ivf`).
+        Cells and cells searched of ``method="ivf"`` / ``"ivf-rows"`` (0: the default rules of
+        :mod:`bigclust.algo.knn.ivf` / :mod:`bigclust.algo.knn.ivf_rows`).
 
     Returns
     -------

@@ -133,12 +133,20 @@ def bench_sparse(n, k, gamma, n_init, sklearn_timeout, sklearn_subset, sklearn_e
                                           "about 16x the PCA-50 work).")
 @click.option("--exact-repeats", default=None, type=click.IntRange(min=1),
               help="Runs of the exact search (default: --repeats).")
-@click.option("--approx", multiple=True, type=click.Choice(["pynndescent-tuned", "hnswlib", "faiss-hnsw", "ivf"]),
-              help="Approximate searches besides pynndescent (repeat; default: all).")
-def bench_knn(n, ks, pca, repeats, raw, exact_repeats, approx):
+@click.option("--approx", multiple=True, type=click.Choice(["pynndescent", "pynndescent-tuned", "hnswlib",
+              "faiss-hnsw", "ivf", "ivf-rows", "faiss-ivf"]), help="Approximate searches (repeat; default: all).")
+@click.option("--sizes", default=None, help="Comma-separated n: time, recall on 2000 sampled rows and slope of "
+              "every search at growing n (prefixes of --points).")
+@click.option("--points", default=None, type=click.Path(exists=True),
+              help="With --sizes: a .npy file or zarr array of rows (e.g. a store's stages/preprocess/<key>/X).")
+def bench_knn(n, ks, pca, repeats, raw, exact_repeats, approx, sizes, points):
     """MNIST kNN graph: streamed PCA, exact blocked search vs pynndescent / hnswlib / faiss (time, recall)."""
+    try:
+        sizes = [int(v) for v in sizes.split(",") if v.strip()] if sizes else None
+    except ValueError:
+        raise UserError(f"--sizes must be comma-separated integers, got {sizes!r}") from None
     return dict(n=n, ks=tuple(ks), pca=pca, repeats=repeats, raw=raw, exact_repeats=exact_repeats,
-                approx=tuple(approx) or None)
+                approx=tuple(approx) or None, sizes=sizes, points=points)
 
 
 @_command("scale")

@@ -25,17 +25,40 @@ APPROX_RUNS = (
     ("hnswlib", "hnswlib", {}),                             # bigclust.algo.knn.APPROX_PARAMS
     ("faiss-hnsw", "faiss", {}),
     ("ivf", "ivf", {}),                                     # bigclust.algo.knn.ivf, default cells and probes
+    ("ivf-rows", "ivf-rows", {}),                           # bigclust.algo.knn.ivf_rows, default cells and probes
+    ("faiss-ivf", "faiss-ivf", {}),                         # faiss IndexIVFFlat: n / 256 lists, 16 probed per row
 )
 
 
+def _faiss_ivf(X, k, n_probe=16, seed=0):
+    """faiss's IVF-Flat beside ours: n / 256 lists trained on 40 rows per list, each row probing ``n_probe``."""
+    import faiss
+    import numpy as np
+
+    from bigclust.algo.knn.approx import drop_self
+
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    n, d = X.shape
+    nlist = max(1, round(n / 256))
+    faiss.omp_set_num_threads(os.cpu_count() or 1)
+    index = faiss.IndexIVFFlat(faiss.IndexFlatL2(d), d, nlist)
+    index.cp.seed = seed
+    sample = np.random.default_rng(seed).choice(n, min(n, 40 * nlist), replace=False)
+    index.train(X[np.sort(sample)])
+    index.add(X)
+    index.nprobe = min(nlist, n_probe)
+    d2, ind = index.search(X, k + 1)
+    return drop_self(ind.astype(np.int64), d2.astype(np.float64), k)
+
+
 def _search(X, k, lib, params):
-    """One approximate search: a library (all cores) or bigclust's IVF (its Numba threads)."""
-    from bigclust.algo.knn import knn_approx
+    """One approximate search: a library (all cores) or bigclust's IVF searches (their Numba threads)."""
+    from bigclust.algo.knn import knn_approx, knn_search
 
-    if lib == "ivf":
-        from bigclust.algo.knn.ivf import knn_ivf
-
-        return knn_ivf(X, k, **params)
+    if lib in ("ivf", "ivf-rows"):
+        return knn_search(X, k, lib, **params)
+    if lib == "faiss-ivf":
+        return _faiss_ivf(X, k, **params)
     return knn_approx(X, k, lib, n_jobs=os.cpu_count(), **params)
 
 
@@ -58,8 +81,9 @@ def _record(res, key, run, recall=None):
 def _available(lib):
     import importlib
 
-    if lib == "ivf":
+    if lib in ("ivf", "ivf-rows"):
         return True
+    lib = "faiss" if lib == "faiss-ivf" else lib
     try:
         importlib.import_module(lib)
         return True
@@ -75,7 +99,7 @@ def _space(X, ks, repeats, exact_repeats, res, tag, runs):
     W = X[:min(len(X), 2000)]
     knn_exact(W, min(ks))
     for _, lib, params in runs:
-        if _available("faiss" if lib == "faiss" else lib):
+        if _available(lib):
             _search(W, min(ks), lib, params)
     exact = {}
     for k in ks:
@@ -83,7 +107,7 @@ def _space(X, ks, repeats, exact_repeats, res, tag, runs):
         exact[k] = ind = run.result[0]
         _record(res, f"{tag}_k{k}_exact", run, 1.0)
         for name, lib, params in runs:
-            if not _available("faiss" if lib == "faiss" else lib):
+            if not _available(lib):
                 res[f"{tag}_k{k}_{name}_skipped"] = f"{lib} not installed (pip install 'bigclust[knn]')"
                 continue
             run = timed(lambda: _search(X, k, lib, params), repeats)
@@ -96,7 +120,77 @@ def _space(X, ks, repeats, exact_repeats, res, tag, runs):
     return exact
 
 
-def bench_knn(n=70000, ks=(10,), pca=50, repeats=3, raw=False, exact_repeats=None, approx=None):
+def _points(points, n):
+    """The first n rows of ``points`` (a ``.npy`` file or a zarr array, e.g. a store's PCA rows) as float32."""
+    import numpy as np
+
+    from bigclust._util.errors import UserError
+
+    if str(points).endswith(".npy"):
+        A = np.load(points, mmap_mode="r")
+    else:
+        import zarr
+
+        A = zarr.open_array(str(points), mode="r")
+    if A.shape[0] < n:
+        raise UserError(f"--points has {A.shape[0]} rows, fewer than n={n}")
+    return np.ascontiguousarray(A[:n], dtype=np.float32)
+
+
+def bench_knn_sizes(sizes, points=None, k=10, repeats=1, approx=None, sample=2000, pca=50):
+    """Time and recall@k of every search at growing n, and each one's log-log slope of time against n.
+
+    Recall is measured on ``sample`` seeded rows against their exact lists (the
+    exact search of all n rows is quadratic); rows are prefixes of ``points``
+    (e.g. ``stages/preprocess/<key>/X`` of the mnist-1m store: its PCA-50 rows),
+    else MNIST's PCA-``pca`` rows.  Returns a dict with the machine, load
+    before/after, n, repeats, medians (``<name>_seconds[i]`` per size) and slopes.
+    """
+    import numpy as np
+
+    from bigclust.algo.knn import knn_exact, recall
+
+    runs = tuple(r for r in APPROX_RUNS if approx is None or r[0] in approx)
+    res = {"machine": machine(), "sizes": list(sizes), "k": k, "repeats": repeats, "sample": sample,
+           "data": str(points) if points else f"MNIST PCA-{pca}", "load_avg_before_size": []}
+    W = _points(points, min(sizes)) if points else None
+    for _, lib, params in runs:  # compile every kernel before anything is timed
+        if _available(lib):
+            _search(W[:2000] if W is not None else np.random.default_rng(0).normal(size=(2000, 50)), k, lib, params)
+    for n in sizes:
+        if points:
+            X = _points(points, n)
+        else:
+            from bigclust.algo.preprocess import pca_fit, pca_transform
+
+            X0 = load_points(n)[0]
+            X = np.ascontiguousarray(pca_transform(X0, *pca_fit(X0, pca)), dtype=np.float32)
+        res["load_avg_before_size"].append(load_avg())
+        qs = np.sort(np.random.default_rng(0).choice(n, min(n, sample), replace=False))
+        ref = knn_exact(X, k + 1, queries=X[qs])[0]
+        ref = np.array([r[r != q][:k] for r, q in zip(ref, qs)])   # each sampled row's k nearest others
+        for name, lib, params in runs:
+            if not _available(lib):
+                res[f"{name}_skipped"] = f"{lib} not installed (pip install 'bigclust[knn]')"
+                continue
+            run = timed(lambda: _search(X, k, lib, params), repeats)
+            for key, v in ((f"{name}_seconds", run.median), (f"{name}_cpu_seconds", run.cpu),
+                           (f"{name}_recall", recall(run.result[0][qs], ref))):
+                res.setdefault(key, []).append(v)
+            print(f"n={n} {name}: {run.median:.1f} s, cpu {run.cpu:.1f} s, recall {res[name + '_recall'][-1]:.4f}",
+                  file=__import__("sys").stderr, flush=True)
+    for name, _, _ in runs:
+        t = res.get(f"{name}_seconds")
+        if t and len(t) > 1:
+            logn = np.log(sizes[:len(t)])
+            res[f"{name}_slope"] = float(np.polyfit(logn, np.log(t), 1)[0])
+            res[f"{name}_cpu_slope"] = float(np.polyfit(logn, np.log(res[f"{name}_cpu_seconds"]), 1)[0])
+    res["load_avg_after"] = load_avg()
+    return res
+
+
+def bench_knn(n=70000, ks=(10,), pca=50, repeats=3, raw=False, exact_repeats=None, approx=None, sizes=None,
+              points=None):
     """Time the MNIST kNN graph: streamed PCA, then exact vs approximate search per k.
 
     Parameters
@@ -116,6 +210,11 @@ def bench_knn(n=70000, ks=(10,), pca=50, repeats=3, raw=False, exact_repeats=Non
     approx : sequence of str or None
         Names of :data:`APPROX_RUNS` to measure (None: all; pynndescent is always kept, as the baseline).
 
+    sizes : sequence of int or None
+        Growing n instead: :func:`bench_knn_sizes` (recall on 2000 sampled rows, slopes), k = ``ks[0]``.
+    points : str or None
+        With ``sizes``: a ``.npy`` file or zarr array whose prefixes are searched.
+
     Returns
     -------
     dict
@@ -123,6 +222,9 @@ def bench_knn(n=70000, ks=(10,), pca=50, repeats=3, raw=False, exact_repeats=Non
         ``*_times``, ``*_recall`` vs exact, ``*_ratio_vs_pynndescent``.
     """
     from bigclust.algo.preprocess import pca_fit, pca_transform
+
+    if sizes:
+        return bench_knn_sizes(sorted(sizes), points, ks[0], repeats, approx, pca=pca or 50)
 
     exact_repeats = repeats if exact_repeats is None else exact_repeats
     runs = tuple(r for r in APPROX_RUNS if approx is None or r[0] in approx or r[0] == "pynndescent")
@@ -156,6 +258,16 @@ def bench_knn(n=70000, ks=(10,), pca=50, repeats=3, raw=False, exact_repeats=Non
 def format_report(res: dict) -> str:
     """Human-readable lines of :func:`bench_knn`'s dict."""
     m = res["machine"]
+    if "sizes" in res:
+        lines = [f"machine: {m['cpu']}, {m['logical_cores']} logical cores; load {m['load_avg_1min']} before, "
+                 f"{res['load_avg_after']} after; data {res['data']}; k={res['k']}; recall on {res['sample']} rows; "
+                 f"medians of {res['repeats']} run(s)"]
+        for name in [r[0] for r in APPROX_RUNS]:
+            if f"{name}_seconds" in res:
+                cells = "  ".join(f"n={n}: {t:.1f} s ({c:.1f} cpu) r={r:.4f}" for n, t, c, r in zip(
+                    res["sizes"], res[f"{name}_seconds"], res[f"{name}_cpu_seconds"], res[f"{name}_recall"]))
+                lines.append(f"  {name:18s} {cells}  slope {res.get(name + '_slope', float('nan')):.2f}")
+        return "\n".join(lines)
     lines = [f"machine: {m['cpu']}, {m['logical_cores']} logical cores, {m['ram_gb']} GB, numba threads "
              f"{m['numba_threads']}; load average {m['load_avg_1min']} before, {res['load_avg_after']} after",
              f"data: {res['data']}; n={res['n']} d={res['d']}; repeats={res['repeats']} "

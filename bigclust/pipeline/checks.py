@@ -424,7 +424,7 @@ def check_allocations(cfg: Config, point, n: int, d: int, k: int, least: bool = 
         bounds.append(("affinity", "knn_chunk_rows", a["knn_chunk_rows"], 16 * a["n_neighbors"],
                        f"a row of the chunk's {a['n_neighbors']} neighbour indices and distances (a zarr chunk "
                        "is allocated whole, however few rows the data have)"))
-        bounds.append(("affinity", "ivf_cells", a["ivf_cells"] if a.get("knn") == "ivf" else 0, 8 * d + 64,
+        bounds.append(("affinity", "ivf_cells", a["ivf_cells"] if a.get("knn") in ("ivf", "ivf-rows") else 0, 8 * d + 64,
                        f"a cell's centre of {d} features"))
     if clusters:
         bounds += [

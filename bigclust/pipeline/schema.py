@@ -91,12 +91,13 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "n_neighbors": Key(int, 15, lambda v: v >= 2, ">= 2"),
         "dtype": choice_key("float64", "float32"),
         # how kind = "knn" finds neighbours (bigclust.algo.knn): exact blocked GEMM, approximate, or by n^2 d
-        # ("ivf": inverted file, k-means cells searched exactly against their nearest cells; bigclust.algo.knn.ivf)
-        "knn": choice_key("auto", "exact", "approx", "pynndescent", "hnswlib", "faiss", "ivf"),
+        # ("ivf": inverted file, k-means cells searched exactly against their nearest cells; bigclust.algo.knn.ivf;
+        # "ivf-rows": every row probes its own nearest cells, linear in n; bigclust.algo.knn.ivf_rows)
+        "knn": choice_key("auto", "exact", "approx", "pynndescent", "hnswlib", "faiss", "ivf", "ivf-rows"),
         # kind = "knn": > 0 searches (exactly, or by "ivf" in groups of cells) in resumable chunks of this many
         # rows (tasks on a cluster), 0 in one task
         "knn_chunk_rows": nonnegative_key(int, 0, sweep=False),
-        # knn = "ivf": cells (0: round(sqrt(n))) and cells searched per cell (0: 32); see bigclust.algo.knn.ivf
+        # knn = "ivf" / "ivf-rows": cells (0: n / 256) and cells searched per cell / per row (0: by rule)
         "ivf_cells": nonnegative_key(int, 0),
         "ivf_probe": nonnegative_key(int, 0),
     },

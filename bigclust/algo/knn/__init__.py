@@ -14,14 +14,17 @@ rows sorted by (distance, index).  ``method`` chooses how:
 - ``"ivf"``: inverted file (:mod:`bigclust.algo.knn.ivf`): k-means cells, exact
   search of each cell against its nearest cells; chunked and resumable in
   the kNN stage.
+- ``"ivf-rows"``: inverted file where every row probes its own nearest cells, then
+  one neighbours-of-neighbours pass (:mod:`bigclust.algo.knn.ivf_rows`): work linear
+  in n (the cells and probes per row do not grow with n); chunked and resumable.
 - ``"approx"``: the approximate library that won the measurements
   (:data:`APPROX_DEFAULT` = pynndescent, see ``bigclust bench knn``).
 - ``"auto"``: exact while ``n * n * d`` stays below :data:`EXACT_WORK_LIMIT`
-  (measured on MNIST: see the README); above it ``"ivf"`` in up to
-  :data:`IVF_MAX_DIM` dimensions (after PCA), else ``"approx"``.  IVF is
-  bigclust's own cached Numba code, chunked and resumable; pynndescent spends
-  about 33 s compiling in every new process (MNIST-70k PCA-50, k = 10: 34.7 s
-  cold, 1.4 s warm; IVF 3.8 s cold, recall 0.982).
+  (measured on MNIST: see the README); above it ``"ivf-rows"`` (on the top
+  principal components, reranked exactly, beyond 128 dimensions).  It is
+  bigclust's own cached Numba code, chunked and resumable, linear in n, and
+  measured ahead of ``"ivf"`` and the libraries in ``bigclust bench knn``;
+  pynndescent spends about 33 s compiling in every new process.
 """
 from __future__ import annotations
 
@@ -29,16 +32,16 @@ from bigclust._util.errors import UserError
 from bigclust.algo.knn.approx import APPROX_DEFAULT, APPROX_PARAMS, LIBRARIES, knn_approx
 from bigclust.algo.knn.exact import knn_exact, recall
 
-KNN_METHODS = ("auto", "exact", "approx", "ivf") + LIBRARIES
+KNN_METHODS = ("auto", "exact", "approx", "ivf", "ivf-rows") + LIBRARIES
 
 #: "auto" searches exactly while n * n * d is below this: exact was faster than pynndescent at
 #: n = 3000, d = 784 (7e9) and 2-8x slower at n = 20000, d = 50 (2e10); MNIST-70k PCA-50 is 2.45e11
 EXACT_WORK_LIMIT = 1e10
-#: "auto" uses IVF above EXACT_WORK_LIMIT in at most this many dimensions: its cell-against-cells
-#: search is exact GEMM work, cheap after PCA, not on raw high-dimensional rows
-IVF_MAX_DIM = 128
+#: what "auto" means above EXACT_WORK_LIMIT (``bigclust bench knn``: less CPU than "ivf" at higher recall
+#: from 125k rows of mnist-1m on, and no growth of the probes with n)
+AUTO_APPROX = "ivf-rows"
 
-__all__ = ["APPROX_DEFAULT", "APPROX_PARAMS", "EXACT_WORK_LIMIT", "IVF_MAX_DIM", "KNN_METHODS", "LIBRARIES",
+__all__ = ["APPROX_DEFAULT", "APPROX_PARAMS", "AUTO_APPROX", "EXACT_WORK_LIMIT", "KNN_METHODS", "LIBRARIES",
            "check_method", "knn_approx", "knn_exact", "knn_search", "recall", "resolve_method"]
 
 
@@ -53,7 +56,7 @@ def resolve_method(method, n, d) -> str:
     """The concrete search (``"exact"`` or a library name) that ``method`` means for n rows in d dimensions."""
     check_method(method)
     if method == "auto":
-        method = "exact" if float(n) * n * d <= EXACT_WORK_LIMIT else "ivf" if d <= IVF_MAX_DIM else "approx"
+        method = "exact" if float(n) * n * d <= EXACT_WORK_LIMIT else AUTO_APPROX
     if method == "approx":
         method = APPROX_DEFAULT
     return method
@@ -62,7 +65,8 @@ def resolve_method(method, n, d) -> str:
 def knn_search(X, k, method="auto", *, random_state=0, n_jobs=None, n_cells=0, n_probe=0):
     """The k nearest other rows of every row of X, by ``method`` (see the module docstring).
 
-    ``n_cells`` / ``n_probe``: the IVF cells and cells probed (``"ivf"`` only; 0 = default rule).
+    ``n_cells`` / ``n_probe``: the IVF cells and cells probed (``"ivf"``: per cell, ``"ivf-rows"``: per
+    row; 0 = default rule).
 
     Returns ``(indices int64, squared distances float64)``, each (n, k).
     """
@@ -76,4 +80,8 @@ def knn_search(X, k, method="auto", *, random_state=0, n_jobs=None, n_cells=0, n
         from bigclust.algo.knn.ivf import knn_ivf
 
         return knn_ivf(X, k, n_cells=n_cells, n_probe=n_probe, random_state=random_state)
+    if m == "ivf-rows":
+        from bigclust.algo.knn.ivf_rows import knn_ivf_rows
+
+        return knn_ivf_rows(X, k, n_cells=n_cells, n_probe=n_probe, random_state=random_state)
     return knn_approx(X, k, m, random_state=random_state, n_jobs=n_jobs)

@@ -135,3 +135,181 @@ def _idx_after(a, b):
     if a < 0:
         return b >= 0
     return b >= 0 and a > b
+
+
+# -- IVF with per-row probes (bigclust.algo.knn.ivf_rows) ------------------------------------------------
+
+
+@njit(inline="always")
+def _push(hd, hi, d, j, k):
+    """Offer candidate (d, j) to the max-heap ``hd, hi`` of size k (kept if better than its root)."""
+    if _worse(hd[0], hi[0], d, j):
+        hd[0] = d
+        hi[0] = j
+        _sift_down(hd, hi, k)
+
+
+@njit(inline="always")
+def _sq_dist(A, i, B, j):
+    """``||A[i] - B[j]||^2`` in float32 (the loop LLVM vectorises with fastmath)."""
+    s = np.float32(0.0)
+    for f in range(A.shape[1]):
+        t = A[i, f] - B[j, f]
+        s += t * t
+    return s
+
+
+@njit(inline="always")
+def _finish(Xs, q, hd, hi, out_i, out_d, t):
+    """Row t of the outputs: the heap's entries with exact float64 distances, sorted by (distance, position)."""
+    k = hd.shape[0]
+    for a in range(k):
+        j = hi[a]
+        out_i[t, a] = j
+        if j < 0:
+            out_d[t, a] = np.inf
+            continue
+        s = 0.0
+        for f in range(Xs.shape[1]):
+            diff = np.float64(Xs[q, f]) - np.float64(Xs[j, f])
+            s += diff * diff
+        out_d[t, a] = s
+    for a in range(1, k):  # insertion sort: k is small
+        dv = out_d[t, a]
+        iv = out_i[t, a]
+        u = a - 1
+        while u >= 0 and (out_d[t, u] > dv or (out_d[t, u] == dv and _idx_after(out_i[t, u], iv))):
+            out_d[t, u + 1] = out_d[t, u]
+            out_i[t, u + 1] = out_i[t, u]
+            u -= 1
+        out_d[t, u + 1] = dv
+        out_i[t, u + 1] = iv
+
+
+@njit(parallel=True, nogil=True, fastmath={"reassoc", "contract"})
+def assign_cells(X, group, goff, cent, graph, cell):
+    """The cell of every row of X: nearest fine centroid of its coarse group, then nearest among that one's neighbours.
+
+    IN X : (n, d) float32 rows; group : (n,) coarse group of every row;
+    goff : (G + 1,) the fine centroids of group g are ``cent[goff[g]:goff[g+1]]``;
+    graph : (C, L) the L nearest centroids of every centroid (itself first).
+    OUT cell : (n,) int64.  The second step moves a row near a group border
+    to the nearer cell of the next group, so a cell is (nearly always) the
+    row's nearest centroid at a cost of group size + L distances, not C.
+    """
+    for i in prange(X.shape[0]):
+        g = group[i]
+        best, bd = goff[g], np.float32(np.inf)
+        for c in range(goff[g], goff[g + 1]):
+            dd = _sq_dist(X, i, cent, c)
+            if dd < bd:
+                bd, best = dd, c
+        b0 = best
+        for a in range(1, graph.shape[1]):
+            c = graph[b0, a]
+            dd = _sq_dist(X, i, cent, c)
+            if dd < bd or (dd == bd and c < best):
+                bd, best = dd, c
+        cell[i] = best
+
+
+@njit(parallel=True, nogil=True, fastmath={"reassoc", "contract"})
+def search_probed(Xs, cent, graph, off, cellof, q0, q1, n_probe, out_i, out_d):
+    """The k nearest other rows of rows ``q0:q1`` of the cell-sorted Xs, each row probing its own nearest cells.
+
+    IN Xs : (n, d) float32 rows sorted by cell (rows of cell c: ``off[c]:off[c+1]``);
+    cent : (C, d) float32; graph : (C, L) nearest centroids of every centroid, itself first;
+    cellof : (q1 - q0,) the cell of each query row; n_probe : cells probed per row.
+    OUT out_i : (q1 - q0, k) positions in Xs, out_d : float64 squared distances, sorted by (distance, position).
+
+    A row ranks the L centroids near its own cell's centroid by distance to
+    itself and searches the rows of the nearest ``n_probe`` cells (more, in
+    that order, while it has fewer than k candidates).  Candidates are kept on
+    float32 distances; the k kept are recomputed in float64.
+    """
+    L = graph.shape[1]
+    k = out_i.shape[1]
+    for t in prange(q1 - q0):
+        q = q0 + t
+        c = cellof[t]
+        cd = np.empty(L, np.float32)
+        for a in range(L):
+            cd[a] = _sq_dist(Xs, q, cent, graph[c, a])
+        rank = np.argsort(cd, kind="mergesort")
+        hd = np.full(k, np.inf, np.float32)
+        hi = np.full(k, -1, np.int64)
+        for a in range(L):
+            if a >= n_probe and hi[0] >= 0:
+                break
+            p = graph[c, rank[a]]
+            for r in range(off[p], off[p + 1]):
+                if r == q:
+                    continue
+                dd = _sq_dist(Xs, q, Xs, r)
+                if dd <= hd[0]:
+                    _push(hd, hi, dd, r, k)
+        _finish(Xs, q, hd, hi, out_i, out_d, t)
+
+
+@njit(parallel=True, nogil=True, fastmath={"reassoc", "contract"})
+def refine_lists(Xs, nbr, q0, q1, out_i, out_d):
+    """One pass of neighbours-of-neighbours over rows ``q0:q1``: each row's list improved by its neighbours' lists.
+
+    IN Xs : (n, d) float32; nbr : (n, k) int64 the current lists of all rows (positions, -1 = none).
+    OUT out_i, out_d : (q1 - q0, k) the k best of each row's list and its
+    neighbours' lists, sorted by (float64 distance, position).  A neighbour of a
+    neighbour is very often a neighbour (NN-descent's local join, forward lists
+    only), which recovers most of what the probed cells missed at k^2 distances a row.
+    """
+    k = nbr.shape[1]
+    for t in prange(q1 - q0):
+        q = q0 + t
+        hd = np.full(k, np.inf, np.float32)
+        hi = np.full(k, -1, np.int64)
+        for a in range(k):
+            j = nbr[q, a]
+            if j >= 0:
+                _push(hd, hi, _sq_dist(Xs, q, Xs, j), j, k)
+        for a in range(k):
+            j = nbr[q, a]
+            if j < 0:
+                continue
+            for b in range(k):
+                r = nbr[j, b]
+                if r < 0 or r == q:
+                    continue
+                dd = _sq_dist(Xs, q, Xs, r)
+                if dd > hd[0]:
+                    continue
+                seen = False
+                for u in range(k):
+                    if hi[u] == r:
+                        seen = True
+                        break
+                if not seen:
+                    _push(hd, hi, dd, r, k)
+        _finish(Xs, q, hd, hi, out_i, out_d, t)
+
+
+@njit(nogil=True)
+def permute_rows(X, order):
+    """``X[:] = X[order]`` in place, cycle by cycle through one spare row (no second copy of X).
+
+    IN order : a permutation of ``range(n)``; INOUT X : (n, d).
+    """
+    n = X.shape[0]
+    done = np.zeros(n, np.bool_)
+    tmp = np.empty(X.shape[1], X.dtype)
+    for s in range(n):
+        if done[s]:
+            continue
+        tmp[:] = X[s]
+        i = s
+        while True:
+            j = order[i]
+            done[i] = True
+            if j == s:
+                X[i] = tmp
+                break
+            X[i] = X[j]
+            i = j

@@ -40,7 +40,7 @@ APPROX_PARAMS = {
 }
 
 
-def _drop_self(ind, d2, k):
+def drop_self(ind, d2, k):
     """From (n, k+1) lists of a self search, drop each row's own index (or its farthest entry)."""
     n = ind.shape[0]
     own = ind == np.arange(n)[:, None]
@@ -99,4 +99,4 @@ def knn_approx(X, k, library=APPROX_DEFAULT, *, random_state=0, n_jobs=None, **p
         index.add(X)
         index.hnsw.efSearch = max(p["ef"], kk)
         d2, ind = index.search(X, kk)
-    return _drop_self(np.asarray(ind, dtype=np.int64), np.asarray(d2, dtype=np.float64), k)
+    return drop_self(np.asarray(ind, dtype=np.int64), np.asarray(d2, dtype=np.float64), k)

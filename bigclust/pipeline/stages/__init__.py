@@ -284,18 +284,18 @@ def _build_affinity(ctx: Context, src, inputs):
     for point in ctx.group:
         a = point["affinity"]
         knn = a["kind"] == "knn"
-        if knn and a["knn_chunk_rows"] and a.get("knn", "auto") not in ("auto", "exact", "ivf"):
+        if knn and a["knn_chunk_rows"] and a.get("knn", "auto") not in ("auto", "exact", "ivf", "ivf-rows"):
             raise UserError(f"[affinity] knn_chunk_rows searches exactly or by \"ivf\" in chunks; it cannot use "
-                            f"knn = \"{a['knn']}\" (set knn = \"exact\", \"ivf\" or knn_chunk_rows = 0)")
+                            f"knn = \"{a['knn']}\" (set knn = \"exact\", \"ivf\", \"ivf-rows\" or knn_chunk_rows = 0)")
         method = a.get("knn", "auto")
         if knn and method == "auto":
             # resolved here, so that the key says which search made the graph; "exact" stays "auto"
             # (no key entry), the key of stores made before [affinity] knn existed
             d = point["preprocess"].get("pca") or ctx.info["n_features"]
             method = resolve_method("auto", ctx.info["n_samples"], d)
-            if method == "exact" or (a["knn_chunk_rows"] and method != "ivf"):
+            if method == "exact" or (a["knn_chunk_rows"] and method not in ("ivf", "ivf-rows")):
                 method = "auto"  # the chunked stage searches exactly unless it is IVF
-        ivf = knn and method == "ivf"
+        ivf = knn and method in ("ivf", "ivf-rows")
         itemsize = np.dtype(a["dtype"]).itemsize
         out.append(AffinityParams(
             input=pre_key, src=src, kind=a["kind"], dtype=a["dtype"],
@@ -304,7 +304,7 @@ def _build_affinity(ctx: Context, src, inputs):
             chunk_rows=0 if knn else kernel_chunk_rows(ctx.info["n_samples"], itemsize, ctx.cfg.max_memory),
             # "auto" is left out of the key: stores made before [affinity] knn existed keep their keys
             knn=method if knn and method != "auto" else None,
-            search=("ivf" if ivf else "exact") if knn and a["knn_chunk_rows"] else None,
+            search=(method if ivf else "exact") if knn and a["knn_chunk_rows"] else None,
             knn_chunk_rows=a["knn_chunk_rows"] if knn else 0,
             ivf_cells=a.get("ivf_cells", 0) if ivf else 0, ivf_probe=a.get("ivf_probe", 0) if ivf else 0))
     return out

@@ -21,6 +21,16 @@ then a run of consecutive cells holding about ``knn_chunk_rows`` rows, each
 cell's rows searched exactly against the rows of its nearest cells, and each
 chunk writes arrays of its own (its rows are scattered over X).  The IVF lists
 do not depend on the chunk size: the same as :func:`bigclust.algo.knn.ivf.knn_ivf_lists`.
+
+With ``knn = "ivf-rows"`` (:mod:`bigclust.algo.knn.ivf_rows`, work linear in n) the
+partition (two-level k-means cells, each centroid's nearest centroids, the
+rows' cell order) is made once and stored the same way; X is then put in cell
+order in place (no second copy) and searched in chunks of ``knn_chunk_rows``
+consecutive positions, each row probing its own nearest cells (pass 0), then
+refined by its neighbours' lists (passes 1..R, each reading the whole previous
+pass): every pass writes rows of its own arrays ``nbr<r>`` / ``d<r>`` and
+markers ``p<r>_<i>``, so a kill resumes inside the pass it cut.  The lists are
+those of :func:`bigclust.algo.knn.ivf_rows.knn_ivf_rows_lists`.
 """
 from __future__ import annotations
 
@@ -86,6 +96,68 @@ def _cells_task(X, order, off, probes, c0, c1, k, work, i):
         g.create_array(f"part{i}_{name}", shape=a.shape, dtype=a.dtype, overwrite=True)[...] = a
 
 
+def _rows_pass_task(Xs, source, p0, p1, k, n_probe, work, r):
+    """One chunk of pass r of ``ivf-rows`` (positions p0:p1 of the cell-sorted Xs), into rows of its arrays.
+
+    ``source``: the :class:`~bigclust.algo.knn.ivf_rows.Partition` (pass 0 probes
+    each row's nearest cells), or every row's lists of pass r - 1 (refined).
+    """
+    import zarr
+
+    from bigclust.algo.knn import ivf_rows
+
+    if r == 0:
+        ind, d2 = ivf_rows.fill_missing(Xs, *ivf_rows.search_rows(Xs, source, k - 1, p0, p1, n_probe), p0)
+    else:
+        ind, d2 = ivf_rows.refine_rows(Xs, source, p0, p1)
+    g = zarr.open_group(str(work), mode="r+")
+    g[f"nbr{r}"][p0:p1] = ind
+    g[f"d{r}"][p0:p1] = d2
+
+
+def _ivf_rows(X, g, work, ivf, k, c, client, log):
+    """The passes of ``knn = "ivf-rows"``: partition once, X put in cell order in place, then pass 0
+    (probed cells) and the refine passes in resumable chunks.  Returns ``(order, chunks, computed)``."""
+    from bigclust.algo.knn import ivf_rows
+
+    if not (work / "partition").exists():
+        t0 = time.perf_counter()
+        part = ivf_rows.partition(X, ivf["cells"], random_state=ivf["seed"])
+        for name in ("cent", "graph", "order", "off"):
+            a = getattr(part, name)
+            g.create_array(name, shape=a.shape, dtype=a.dtype, overwrite=True)[...] = a
+        resumable.mark(work, "partition", f"{time.perf_counter() - t0:.3f}", folder="")
+        log(f"  kNN (ivf-rows): {part.cent.shape[0]} cells, {ivf['probe']} probed per row, {ivf['refine']} "
+            f"refine pass(es); partition {time.perf_counter() - t0:.1f} s")
+    part = ivf_rows.Partition(*(np.asarray(g[name][...]) for name in ("cent", "graph", "order", "off")))
+    ivf_rows.sort_rows(X, part)  # X is this stage's own copy: cell order without a second 4 n d bytes
+    chunks = resumable.chunk_bounds(X.shape[0], c)
+    computed, total = [], 0
+    for r in range(ivf["refine"] + 1):
+        # int32 positions: half the bytes shipped to every worker (8.1M x 9 lists: 290 MB)
+        source = part if r == 0 else np.asarray(g[f"nbr{r - 1}"][...]).astype(np.int32)
+        done = resumable.run_chunks(work, chunks, _rows_pass_task,
+                                    lambda i, a, b, r=r: (a, b, k, ivf["probe"], str(work), r),
+                                    shared=(X, source), prefix=f"p{r}_", client=client, log=log,
+                                    title=f"kNN pass {r}: {len(chunks)} chunks of {c} rows", what=f"kNN pass {r} chunk")
+        computed += [total + i for i in done]
+        total += len(chunks)
+        del source
+    return part.order, total, computed
+
+
+def _rows_lists(g, order, last, k, c):
+    """The final pass's lists mapped to row ids, each row's own id first, assembled in blocks of c positions."""
+    from bigclust.algo.knn import ivf_rows
+
+    n = order.size
+    ind, dist = np.empty((n, k), np.int64), np.empty((n, k))
+    for p0 in range(0, n, c):
+        rows, i, d = ivf_rows.to_rows(order, g[f"nbr{last}"][p0:p0 + c], g[f"d{last}"][p0:p0 + c], p0)
+        ind[rows], dist[rows] = i, d
+    return ind, dist
+
+
 def open_work(work, n, k, chunk_rows, ivf=None):
     """The scratch group, reused when it was made for the same (n, k, chunk rows[, IVF settings]); else afresh.
 
@@ -94,7 +166,14 @@ def open_work(work, n, k, chunk_rows, ivf=None):
     """
     want = {"n": int(n), "k": int(k), "chunk_rows": int(chunk_rows)}
     arrays = None
-    if ivf is not None:
+    if ivf is not None and "refine" in ivf:  # ivf-rows: every pass writes rows of its own arrays
+        want |= {"search": "ivf-rows"} | {key: int(v) for key, v in ivf.items()}
+        arrays = {}
+        for r in range(ivf["refine"] + 1):
+            spec = {"shape": (n, k - 1), "chunks": (chunk_rows, k - 1)}
+            arrays[f"nbr{r}"] = spec | {"dtype": np.int64, "fill_value": -1}
+            arrays[f"d{r}"] = spec | {"dtype": np.float64, "fill_value": 0}
+    elif ivf is not None:
         want |= {"search": "ivf"} | {key: int(v) for key, v in ivf.items()}
     else:
         arrays = {"ind": {"shape": (n, k), "chunks": (chunk_rows, k), "dtype": np.int64, "fill_value": -1},
@@ -131,8 +210,6 @@ def knn_chunked(store_path, key, attrs, p, *, client=None, log=resumable.say, **
     attributes say how many chunks were computed by this run and how many
     were found finished: ``knn_chunks`` = [total, computed, reused].
     """
-    from bigclust.algo.affinity import kernel_from_neighbors
-
     store = Store(store_path)
     X = np.ascontiguousarray(read_matrix(store.open(p.src, p.input), "X"))
     if hasattr(X, "toarray"):
@@ -140,13 +217,24 @@ def knn_chunked(store_path, key, attrs, p, *, client=None, log=resumable.say, **
     n, k, c = X.shape[0], int(p.n_neighbors), int(p.knn_chunk_rows)
     work = resumable.work_dir(store_path, "affinity", key)
     ivf = None
-    if p.search == "ivf":
+    if p.search == "ivf-rows":
+        from bigclust.algo.knn import ivf_rows
+
+        cells, probe, refine = ivf_rows.resolve(n, p.ivf_cells, p.ivf_probe)
+        ivf = {"cells": cells, "probe": probe, "refine": refine, "seed": int(p.seed or 0)}
+    elif p.search == "ivf":
         from bigclust.algo.knn.ivf import cell_groups, cell_order, resolve
 
         cells, probe = resolve(n, p.ivf_cells, p.ivf_probe)
         ivf = {"cells": cells, "probe": probe, "seed": int(p.seed or 0)}
     g = open_work(work, n, k, c, ivf)
     t0 = time.perf_counter()
+    if p.search == "ivf-rows":
+        order, n_chunks, computed = _ivf_rows(X, g, work, ivf, k, c, client, log)
+        del X  # before the (n, k) lists and the kernel are built: at 8.1M x 50 it is 1.6 GB
+        search_seconds = time.perf_counter() - t0
+        ind, dist = _rows_lists(g, order, ivf["refine"], k, c)
+        return _commit(store, key, attrs, p, ind, dist, c, n_chunks, computed, search_seconds, work)
     if ivf is None:
         chunks = resumable.chunk_bounds(n, c)
         task, shared, args_of = _rows_task, (X,), lambda i, r0, r1: (r0, r1, k, str(work))
@@ -165,12 +253,20 @@ def knn_chunked(store_path, key, attrs, p, *, client=None, log=resumable.say, **
         for i, _, _ in chunks:
             rows = g[f"part{i}_rows"][...]
             ind[rows], dist[rows] = g[f"part{i}_ind"][...], g[f"part{i}_dist"][...]
+    _commit(store, key, attrs, p, ind, dist, c, len(chunks), computed, search_seconds, work)
+
+
+def _commit(store, key, attrs, p, ind, dist, c, n_chunks, computed, search_seconds, work):
+    """The kernel of the neighbour lists, committed with them; the scratch folder removed."""
+    from bigclust.algo.affinity import kernel_from_neighbors
+
+    k = ind.shape[1]
     K, gamma = kernel_from_neighbors(ind, dist, k, p.gamma, dtype=np.dtype(p.dtype), return_gamma=True)
     with store.write("affinity", key, attrs) as out:
         write_csr(out, "K", K)
         write_dense(out, "neighbors", ind, chunk_rows=c)
         write_dense(out, "distances", dist, chunk_rows=c)
-        out.attrs.update({"knn_chunks": [len(chunks), len(computed), len(chunks) - len(computed)],
+        out.attrs.update({"knn_chunks": [n_chunks, len(computed), n_chunks - len(computed)],
                           "knn_chunks_computed": computed, "knn_search_seconds": search_seconds,
                           "nnz": int(K.nnz), "gamma_used": float(gamma)})
     shutil.rmtree(work, ignore_errors=True)
