@@ -59,9 +59,11 @@ DEFAULT_CONFIG = {
     "dask": {"n_workers": 2},
     "store": {"max_memory": "4GB"},
 }
-#: the pipeline of pipelines/scale/mnist-8m.toml: the same with mnist-8m's rows and the one-pass exact PCA
+#: the pipeline of pipelines/scale/mnist-8m.toml: the same with mnist-8m's rows, the one-pass exact PCA and the
+#: per-row IVF search (both linear in n)
 DEFAULT_CONFIG_8M = {**DEFAULT_CONFIG, "data": {"name": "mnist-8m", "chunk_rows": 8192},
-                     "preprocess": {**DEFAULT_CONFIG["preprocess"], "pca_solver": "covariance"}}
+                     "preprocess": {**DEFAULT_CONFIG["preprocess"], "pca_solver": "covariance"},
+                     "affinity": {**DEFAULT_CONFIG["affinity"], "knn": "ivf-rows"}}
 
 
 # -- measuring -----------------------------------------------------------------------------

@@ -16,8 +16,9 @@ killed anywhere resumes at the first step or chunk without a marker:
    ``[X; copies]`` (:func:`bigclust.algo.preprocess.pca_fit`, the chunks of the in-memory path, so
    the same bits), its mean and components kept (marker ``pca``); then the unit-norm dictionary
    ``atoms`` (N x pca), the copies projected ``[subspace] augment_chunk_rows`` source images at a time;
-3. the dictionary kNN N_i (exact below 20000 originals, NN-descent above:
-   :func:`bigclust.subspace.knn_dictionary`) and SSC's lambda;
+3. the dictionary kNN N_i (exact below 20000 originals, NN-descent above, or ``[subspace] knn`` =
+   ``"ivf"`` / ``"ivf-rows"``, :mod:`bigclust.algo.knn`'s inverted files, for a million points:
+   :func:`bigclust.subspace.knn_dictionary`) behind its marker, and SSC's lambda;
 4. the coefficient columns in chunks of ``c`` columns, one Dask task per chunk
    (on the workers of a ``dask.distributed`` cluster with ``--scheduler``, else
    one after the other in this process), each writing its rows of ``coef``

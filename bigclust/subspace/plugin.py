@@ -451,15 +451,18 @@ register(Method("aksc", AkscParams, _aksc_chain,
                 "AkS-SC with semi_supervised",
                 normalize=ncut_memory, papers={"002": paper_002_name}, check=check_shape,
                 hashed_unused=True))
+#: the dictionary kNN searches of [subspace] knn (bigclust.subspace.knn_dictionary)
+SUBSPACE_KNN = ("auto", "exact", "pynndescent", "ivf", "ivf-rows")
 # the subspace stage at scale (bigclust.subspace._chunked); keys added later, so configs keep their hashes
 register_section("subspace", {
     # > 0: augmentation and features streamed into zarr, the coefficient columns in resumable chunks of this
     # many columns (Dask tasks; on the cluster with --scheduler); 0: one in-memory call
     "chunk_cols": nonnegative_key(int, 0, sweep=False, added=True),
     "augment_chunk_rows": positive_key(int, 1000, sweep=False, added=True),   # source images per augmentation chunk
-    # the dictionary kNN: "auto" = exact up to 20000 originals, NN-descent above
-    "knn": Key(str, "auto", lambda v: v in ("auto", "exact", "pynndescent"),
-               "one of 'auto', 'exact', 'pynndescent'", sweep=False, added=True),
+    # the dictionary kNN: "auto" = exact up to 20000 originals, NN-descent above; "ivf" / "ivf-rows":
+    # bigclust.algo.knn's inverted-file searches (no per-process compilation: the million-point path)
+    "knn": Key(str, "auto", lambda v: v in SUBSPACE_KNN, "one of " + ", ".join(map(repr, SUBSPACE_KNN)),
+               sweep=False, added=True),
 }, after="method")
 register_column("n_labelled", before="MB")
 register_column("err_unlabelled", before="MB",
