@@ -68,9 +68,10 @@ class SpectralClustering(PipelineEstimator):
         Budget that decides in memory vs out of core (``"512MB"``, bytes).
     scheduler : str or None, default=None
         ``None``: this process; ``"tcp://HOST:PORT"``: a ``dask.distributed`` scheduler.
-    knn : {"auto", "exact", "approx", "pynndescent", "hnswlib", "faiss"}, default="auto"
+    knn : {"auto", "exact", "ivf-rows", "ivf", "approx", "pynndescent", "hnswlib", "faiss"}, default="auto"
         How ``affinity="knn"`` finds the neighbours (:mod:`bigclust.algo.knn`): exact blocked
-        search, an approximate library, or ``"auto"`` (exact while ``n^2 d`` is small).
+        search, an inverted file, an approximate library, or ``"auto"`` (exact while ``n^2 d`` is
+        small, ``"ivf-rows"`` above).
     feature_names : sequence of str or None, default=None
         The name of each column of X (a vectorizer's ``get_feature_names_out()``): ``top_terms_`` says what
         each cluster is about.
