@@ -1,12 +1,15 @@
-"""The per-column ADMM kernel's speed-ups change nothing but the time.
+"""The per-column ADMM kernel's speed-ups change nothing but the time and the last bits.
 
 ``admm_columns`` runs blocks of columns with per-block scratch, a 4-row
-mat-vec and a per-column cache of inverses keyed by the shift.  Each is
-checked against the plain form it replaces: a reference kernel written here
-(one column at a time, scratch per column, one row per mat-vec pass, the
-inverse recomputed at every change of rho) must give the same bits, with
-residual balancing moving rho up and down.  The solutions themselves are
-checked against scikit-learn's Lasso in test_subspace_solvers.py.
+mat-vec with fused multiply-adds, a branch-free fused update pass whose sums
+are reassociated (vectorised), and a per-column cache of inverses keyed by the
+shift.  A plain reference kernel written here (one column at a time, scratch
+per column, one row per mat-vec pass, strict IEEE sums, the inverse recomputed
+at every change of rho) must take the same iterations and reach the same
+coefficients to rounding, with residual balancing moving rho up and down; a
+column's bits do not depend on the block or call it runs in.  The solutions
+themselves are checked against references in test_ref_subspace_admm.py and
+test_subspace_solvers.py.
 """
 import numpy as np
 import pytest
@@ -17,7 +20,8 @@ from bigclust.subspace import build_dictionary, knn_dictionary
 
 
 @njit(cache=False)
-def _reference_columns(D, X, nbr, thr, ridge, rho0, eps_abs, eps_rel, max_iter, relax, out_c, out_iter, out_rho):
+def _reference_columns(D, X, nbr, thr, ridge, rho0, eps_abs, eps_rel, max_iter, relax, balance, out_c, out_iter,
+                       out_rho):
     n, k = nbr.shape
     for i in range(n):
         A = np.empty((k, D.shape[1]))
@@ -61,8 +65,8 @@ def _reference_columns(D, X, nbr, thr, ridge, rho0, eps_abs, eps_rel, max_iter, 
             s = rho * np.sqrt(s2)
             if r <= sk * eps_abs + eps_rel * np.sqrt(max(cn, zn)) and s <= sk * eps_abs + eps_rel * np.sqrt(un):
                 break
-            if it % 10 == 0 and (r > 10.0 * s or s > 10.0 * r):
-                rho = rho * 2.0 if r > 10.0 * s else rho * 0.5
+            if it % 10 == 0 and (r > balance * s or s > balance * r):
+                rho = rho * 2.0 if r > balance * s else rho * 0.5
                 n_changes += 1
                 M = np.linalg.inv(G + (ridge + rho) * np.eye(k))
         out_c[i] = z
@@ -83,7 +87,7 @@ def problem():
 
 @pytest.mark.parametrize("ridge,relax,eps,weighted", [(0.0, 1.8, 1e-10, False), (0.05, 1.0, 1e-7, True),
                                                       (0.0, 1.5, 1e-12, True)])
-def test_admm_columns_same_bits_as_plain_kernel(problem, ridge, relax, eps, weighted):
+def test_admm_columns_same_iterates_as_plain_kernel(problem, ridge, relax, eps, weighted):
     D, nb, rng = problem
     n, k = nb.shape
     thr = np.full(nb.shape, 0.02)
@@ -91,31 +95,36 @@ def test_admm_columns_same_bits_as_plain_kernel(problem, ridge, relax, eps, weig
         thr = thr * (1.0 + rng.random(nb.shape))
     X = np.ascontiguousarray(D.atoms[:n])
     c0, it0, ch0 = np.empty((n, k)), np.empty(n, np.int64), np.empty(n, np.int64)
-    _reference_columns(D.atoms, X, nb, thr, ridge, 0.1, eps, eps, 3000, relax, c0, it0, ch0)
+    _reference_columns(D.atoms, X, nb, thr, ridge, 0.1, eps, eps, 3000, relax, K.BALANCE, c0, it0, ch0)
     assert ch0.max() >= 2 and np.median(it0) > 20        # rho really moves, so the cache is exercised
     c1, it1, ok1 = np.empty((n, k)), np.empty(n, np.int64), np.empty(n, np.bool_)
     K.admm_columns(D.atoms, X, nb, thr, ridge, 0.1, eps, eps, 3000, True, relax, c1, it1, ok1)
-    assert np.array_equal(it0, it1)
-    assert np.array_equal(c0.view(np.int64), c1.view(np.int64))      # bit for bit (signed zeros too)
+    # the same algorithm: rounding may move a stop or a change of rho by one test in a rare column
+    assert np.mean(it0 == it1) >= 0.95 and np.abs(it0 - it1).max() <= 10
+    assert np.abs(c0 - c1).max() < max(1e-9, 1e3 * eps)
+    assert np.mean((c0 == 0) == (c1 == 0)) > 0.999                     # the same supports
     assert np.array_equal(ok1, it1 < 3000)
     # columns do not depend on their block: a shifted slice gives the same bits
     c2, it2, ok2 = np.empty((n - 7, k)), np.empty(n - 7, np.int64), np.empty(n - 7, np.bool_)
     K.admm_columns(D.atoms, X[7:], nb[7:], thr[7:], ridge, 0.1, eps, eps, 3000, True, relax, c2, it2, ok2)
-    assert np.array_equal(c2, c1[7:]) and np.array_equal(it2, it1[7:])
+    assert np.array_equal(c2.view(np.int64), c1[7:].view(np.int64)) and np.array_equal(it2, it1[7:])
+
+
+def test_numpy_reference_of_the_bench_balances_like_the_kernel():
+    import inspect
+
+    from bigclust.bench.subspace import numpy_admm
+    assert inspect.signature(numpy_admm).parameters["balance"].default == K.BALANCE and K.BALANCE_EVERY == 10
 
 
 @pytest.mark.parametrize("k", [1, 3, 4, 9, 16])
-def test_sym_matvec_is_the_row_by_row_sum(k):
+def test_sym_matvec_is_the_matrix_product(k):
     rng = np.random.default_rng(k)
     M = rng.standard_normal((k, k))
     M = M + M.T
     r = rng.standard_normal(k)
     out = np.empty(k)
     K.sym_matvec(M, r, out)
-    ref = np.zeros(k)
-    for q in range(k):                      # the left-to-right sum of the one-row loop
-        ref = ref + M[q] * r[q]
-    assert np.array_equal(out, ref)
     np.testing.assert_allclose(out, M @ r, rtol=1e-12, atol=1e-12)
 
 

@@ -15,6 +15,12 @@ Everything is measured in this run (ratios from one run; the machine may be load
   - scikit-learn's ``Lasso`` (coordinate descent, ``alpha = lam / d`` because
     it scales the loss by 1 / (2 n_samples)),
 
+  - the FLOP floor: ``columns_per_second`` against ``flop_floor_columns_per_second``, the
+    columns per second if every FLOP of the column (:data:`FLOP_MODEL`) ran at the dgemm rate of
+    the kernel's own Gram product measured on the same threads in the same run
+    (``floor_ratio``, interleaved with the kernel's runs so that both see the same load; the
+    ``*_cpu`` keys give the same ratios in CPU seconds, which a loaded machine moves far less),
+
   all three solving the same columns to tight tolerances, so their solutions
   agree to 1e-6 (the largest differences are reported).  The references run on
   ``n_ref`` of the columns and are compared per column.
@@ -48,12 +54,17 @@ def subspace_data(n, d, n_sub=10, dim=8, noise=0.05, seed=0):
     return X, y
 
 
-def numpy_admm(A, x, lam, rho, eps_abs, eps_rel, max_iter, relax):
-    """One column of the kernel's ADMM in plain NumPy (see the module docstring); returns (z, iterations)."""
+def numpy_admm(A, x, lam, rho, eps_abs, eps_rel, max_iter, relax, balance=30.0):
+    """One column of the kernel's ADMM in plain NumPy (see the module docstring).
+
+    ``balance`` is the kernel's residual-balancing factor (``_numba.BALANCE``; a test keeps them equal).
+    Returns (z, iterations, factorisations), the last the number of distinct penalties factorised.
+    """
     k = A.shape[1]
     G = A.T @ A
     b = A.T @ x
-    Minv = np.linalg.inv(G + rho * np.eye(k))
+    inverses = {rho: np.linalg.inv(G + rho * np.eye(k))}     # the kernel's cache of one inverse per rho
+    Minv = inverses[rho]
     z = np.zeros(k)
     u = np.zeros(k)
     sk = np.sqrt(k)
@@ -69,14 +80,56 @@ def numpy_admm(A, x, lam, rho, eps_abs, eps_rel, max_iter, relax):
         if r <= sk * eps_abs + eps_rel * max(np.linalg.norm(c), np.linalg.norm(z)) and \
                 s <= sk * eps_abs + eps_rel * np.linalg.norm(u):
             break
-        if it % 10 == 0 and (r > 10 * s or s > 10 * r):
-            rho = rho * 2.0 if r > 10 * s else rho * 0.5
-            Minv = np.linalg.inv(G + rho * np.eye(k))
-    return z, it
+        if it % 10 == 0 and (r > balance * s or s > balance * r):
+            rho = rho * 2.0 if r > balance * s else rho * 0.5
+            if rho not in inverses:
+                inverses[rho] = np.linalg.inv(G + rho * np.eye(k))
+            Minv = inverses[rho]
+    return z, it, len(inverses)
+
+
+def flops_per_column(k, d, iterations, factorisations):
+    """The FLOP model of one column (returned with its terms; ``bench_admm`` states it in its JSON)."""
+    terms = {"gram": 2 * k * k * d + 2 * k * d, "factorisations": factorisations * k ** 3 / 3,
+             "iterations": iterations * (2 * k * k + 12 * k)}
+    return sum(terms.values()), terms
+
+
+FLOP_MODEL = ("per column: 2 k^2 d + 2 k d (the Gram matrix A A^T as one dgemm and A x) + F k^3/3 (one Cholesky-size "
+              "factorisation per distinct rho; the kernel's LU inverse does 2 k^3, counted at k^3/3 so the floor "
+              "is the cheapest factorisation's) + I (2 k^2 + 12 k) (per iteration one k x k mat-vec and the fused "
+              "pass, ~12 flops per entry); I is the kernel's mean over the columns, F the NumPy loop's (the same "
+              "algorithm) over its n_ref columns; floor = (dgemm FLOP/s on (k, d) x (d, k) products, one per task "
+              "of a prange loop over the same threads as the kernel) / FLOPs per column")
+
+
+def _gemm_tasks_kernel():
+    from numba import prange
+
+    from bigclust._util.jit import njit
+
+    @njit(parallel=True)
+    def gemm_tasks(A, reps, out):
+        """``reps`` products ``A[t] A[t]^T`` per task t in ``prange`` (the kernel's Gram shape and threads)."""
+        for t in prange(A.shape[0]):
+            for _ in range(reps):
+                np.dot(A[t], A[t].T, out[t])
+    return gemm_tasks
+
+
+def dgemm_rate(k, d, tasks=None, reps=20):
+    """A callable that runs the dgemm of the kernel's shape on every Numba thread, and its FLOP count."""
+    import numba
+    tasks = tasks or 64 * numba.get_num_threads()
+    A = np.random.default_rng(0).standard_normal((tasks, k, d))
+    out = np.empty((tasks, k, k))
+    kern = _gemm_tasks_kernel()
+    kern(A[:1], 1, out[:1])                    # compile outside any timing
+    return (lambda: kern(A, reps, out)), 2.0 * k * k * d * tasks * reps
 
 
 def bench_admm(n=5000, k=50, d=100, repeats=3, n_ref=300, eps=1e-9, relax=None):
-    """Per-column SSC ADMM: Numba vs the NumPy loop vs scikit-learn's Lasso (flat dict)."""
+    """Per-column SSC ADMM: Numba vs the NumPy loop vs scikit-learn's Lasso, and vs the dgemm floor (flat dict)."""
     from sklearn.linear_model import Lasso
 
     from bigclust.subspace import build_dictionary, knn_dictionary, ssc_lambda
@@ -96,26 +149,41 @@ def bench_admm(n=5000, k=50, d=100, repeats=3, n_ref=300, eps=1e-9, relax=None):
     default = timed(lambda: admm(EPS_ABS, EPS_REL, MAX_ITER), repeats,
                     warmup=lambda: admm(eps, eps, 100000, slice(10)))  # compile / load the cache
     t_def, (_, it_def, _) = default.median, default.result
-    tight_run = timed(lambda: admm(eps, eps, 100000), repeats)
-    t_tight, (tight, it_tight, conv) = tight_run.median, tight_run.result
+    gemm, gemm_flops = dgemm_rate(k, d)
+    # the kernel and the dgemm of its shape interleaved: both see the same load
+    runs = timed({"admm": lambda: admm(eps, eps, 100000), "gemm": gemm}, repeats)
+    t_tight, (tight, it_tight, conv) = runs["admm"].median, runs["admm"].result
     sub = np.arange(0, n, max(1, n // n_ref))[:n_ref]
-    np_run = timed(lambda: [numpy_admm(D.atoms[nb[i]].T, Xs[i], lam, RHO_L1, eps, eps, 100000, relax)[0]
+    np_run = timed(lambda: [numpy_admm(D.atoms[nb[i]].T, Xs[i], lam, RHO_L1, eps, eps, 100000, relax)
                             for i in sub], repeats)
     sk_run = timed(lambda: [Lasso(alpha=lam / d, fit_intercept=False, tol=1e-12, max_iter=100000)
                             .fit(D.atoms[nb[i]].T, Xs[i]).coef_ for i in sub], repeats)
-    (t_np, out_np), (t_sk, out_sk) = (np_run.median, np_run.result), (sk_run.median, sk_run.result)
+    (t_np, out_np), (t_sk, out_sk) = (np_run.median, [o[0] for o in np_run.result]), (sk_run.median, sk_run.result)
     cps = n / t_tight
     np_cps, sk_cps = sub.size / t_np, sub.size / t_sk
+    n_fact = float(np.mean([o[2] for o in np_run.result]))     # the same algorithm: the kernel's count, to rounding
+    flops, terms = flops_per_column(k, d, float(it_tight.mean()), n_fact)
+    rate = gemm_flops / runs["gemm"].median
+    # the same ratios in CPU seconds (all threads of this process): on a loaded machine the wall time of a
+    # 2-thread kernel depends on how many cores the scheduler gives it, its CPU time far less
+    cpu_cps, np_cpu_cps = n / runs["admm"].cpu, sub.size / np_run.cpu
+    cpu_floor = gemm_flops / runs["gemm"].cpu / flops
     return {"n": n, "k": k, "d": d, "repeats": repeats, "n_ref": int(sub.size), "lam": lam, "relax": relax,
-            "tight_tol": eps, "numba_columns_per_s": cps, "numba_median_iterations": float(np.median(it_tight)),
-            "numba_all_converged": bool(conv.all()),
+            "tight_tol": eps, "columns_per_second": cps, "numba_columns_per_s": cps,
+            "flop_floor_columns_per_second": rate / flops, "floor_ratio": cps / (rate / flops),
+            "flop_model": FLOP_MODEL, "flops_per_column": flops, "flops_per_column_terms": terms,
+            "dgemm_gflops": rate / 1e9, "dgemm_shape": f"({k}, {d}) x ({d}, {k})",
+            "numba_mean_iterations": float(it_tight.mean()), "mean_factorisations": n_fact,
+            "numba_median_iterations": float(np.median(it_tight)), "numba_all_converged": bool(conv.all()),
             "numba_default_tol_columns_per_s": n / t_def, "numba_default_tol_median_iterations":
                 float(np.median(it_def)),
             "numpy_columns_per_s": np_cps, "sklearn_lasso_columns_per_s": sk_cps,
             "numba_seconds_median": t_tight, "numpy_seconds_median": t_np, "sklearn_seconds_median": t_sk,
             "max_abs_diff_numpy": float(max(np.abs(o - tight[i]).max() for o, i in zip(out_np, sub))),
             "max_abs_diff_sklearn": float(max(np.abs(o - tight[i]).max() for o, i in zip(out_sk, sub))),
-            "admm_speedup_vs_numpy": cps / np_cps, "admm_speedup_vs_sklearn_lasso": cps / sk_cps}
+            "admm_speedup_vs_numpy": cps / np_cps, "admm_speedup_vs_sklearn_lasso": cps / sk_cps,
+            "columns_per_cpu_second": cpu_cps, "flop_floor_columns_per_cpu_second": cpu_floor,
+            "floor_ratio_cpu": cpu_cps / cpu_floor, "admm_speedup_vs_numpy_cpu": cpu_cps / np_cpu_cps}
 
 
 def load_coil20():
