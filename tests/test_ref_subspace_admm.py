@@ -66,10 +66,12 @@ def _problem(seed=0, n=24, d=25, k=12):
     return D, knn_dictionary(D, k), rng
 
 
-@pytest.mark.parametrize("ridge,weighted,relax", [(0.0, False, 1.8), (0.05, False, 1.8), (0.0, True, 1.0),
-                                                  (0.02, True, 1.5)])
-def test_per_column_admm_solves_the_weighted_elastic_lasso(ridge, weighted, relax):
-    D, nb, rng = _problem()
+@pytest.mark.parametrize("ridge,weighted,relax,k", [(0.0, False, 1.8, 12), (0.05, False, 1.8, 12),
+                                                    (0.0, True, 1.0, 12), (0.02, True, 1.5, 12),
+                                                    (0.0, False, 1.8, 21), (0.02, True, 1.8, 21)])
+def test_per_column_admm_solves_the_weighted_elastic_lasso(ridge, weighted, relax, k):
+    # k = 21: the kernel's inverse runs in rows padded to 24, with four-row blocks and single-row tails
+    D, nb, rng = _problem(n=40, d=30, k=k) if k != 12 else _problem()
     n = nb.shape[0]
     thr = np.full(nb.shape, 0.03)
     if weighted:

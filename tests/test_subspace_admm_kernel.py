@@ -3,9 +3,10 @@
 ``admm_columns`` runs blocks of columns with per-block scratch, a 4-row
 mat-vec with fused multiply-adds, a branch-free fused update pass whose sums
 are reassociated (vectorised), and a per-column cache of inverses keyed by the
-shift.  A plain reference kernel written here (one column at a time, scratch
-per column, one row per mat-vec pass, strict IEEE sums, the inverse recomputed
-at every change of rho) must take the same iterations and reach the same
+shift, each from a Cholesky factor in padded rows.  A plain reference kernel
+written here (one column at a time, scratch per column, one row per mat-vec
+pass, strict IEEE sums, LAPACK's LU inverse
+recomputed at every change of rho) must take the same iterations and reach the same
 coefficients to rounding, with residual balancing moving rho up and down; a
 column's bits do not depend on the block or call it runs in.  The solutions
 themselves are checked against references in test_ref_subspace_admm.py and
@@ -117,32 +118,55 @@ def test_numpy_reference_of_the_bench_balances_like_the_kernel():
     assert inspect.signature(numpy_admm).parameters["balance"].default == K.BALANCE and K.BALANCE_EVERY == 10
 
 
-@pytest.mark.parametrize("k", [1, 3, 4, 9, 16])
-def test_sym_matvec_is_the_matrix_product(k):
+@pytest.mark.parametrize("k,kp", [(1, 1), (3, 3), (4, 8), (9, 16), (16, 16), (50, 56)])
+def test_sym_matvec_is_the_matrix_product(k, kp):
     rng = np.random.default_rng(k)
-    M = rng.standard_normal((k, k))
-    M = M + M.T
-    r = rng.standard_normal(k)
-    out = np.empty(k)
-    K.sym_matvec(M, r, out)
-    np.testing.assert_allclose(out, M @ r, rtol=1e-12, atol=1e-12)
+    M = np.zeros((kp, kp))
+    S = rng.standard_normal((k, k))
+    M[:k, :k] = S + S.T                       # rows padded past k (as in the inverse cache)
+    r = rng.standard_normal(kp)
+    out = np.full(kp, np.nan)
+    K.sym_matvec(M, r, out, k)
+    np.testing.assert_allclose(out[:k], M[:k, :k] @ r[:k], rtol=1e-12, atol=1e-12)
+    assert np.isnan(out[k:]).all()            # nothing written past k
+
+
+@pytest.mark.parametrize("k", [1, 3, 7, 8, 9, 13, 21, 50])
+def test_spd_inverse_shifted_is_the_inverse(k):
+    """Cholesky, triangular inverse and product in padded rows: the inverse to rounding, exactly symmetric,
+    zero past k; a matrix that is not positive definite is refused."""
+    rng = np.random.default_rng(k)
+    A = rng.standard_normal((k + 5, k))
+    A /= np.linalg.norm(A, axis=0)
+    G = A.T @ A
+    kp = K.padded(k)
+    assert kp % K.PAD == 0 and k <= kp < k + K.PAD
+    U, Y, M = (np.full((kp, kp), np.nan) for _ in range(3))   # scratch garbage must not leak into M
+    assert K.spd_inverse_shifted(G, 0.1, U, Y, M)
+    ref = np.linalg.inv(G + 0.1 * np.eye(k))
+    assert np.abs(M[:k, :k] - ref).max() < 1e-12 * np.abs(ref).max() * k
+    assert np.array_equal(M, M.T)
+    assert not M[k:].any() and not M[:, k:].any()
+    np.testing.assert_allclose(np.triu(U[:k, :k]).T @ np.triu(U[:k, :k]), G + 0.1 * np.eye(k), atol=1e-12)
+    assert not K.spd_inverse_shifted(-G, 0.01, U, Y, M)       # pivot -0.99: refused
 
 
 def test_cached_inverse_reuses_a_shift_and_evicts_round_robin():
     rng = np.random.default_rng(0)
     A = rng.standard_normal((6, 5))
     G = A.T @ A
-    L = np.empty((5, 5))
+    kp = K.padded(5)
+    U, Y = np.empty((kp, kp)), np.empty((kp, kp))
     S = 2
-    cache = np.zeros((S, 5, 5))
+    cache = np.zeros((S, kp, kp))
     keys = np.full(S, np.nan)
     state = np.zeros(1, dtype=np.int64)
-    s1 = K.cached_inverse(G, 0.1, L, cache, keys, state)
-    np.testing.assert_allclose(cache[s1] @ (G + 0.1 * np.eye(5)), np.eye(5), atol=1e-10)
-    s2 = K.cached_inverse(G, 0.2, L, cache, keys, state)
+    s1 = K.cached_inverse(G, 0.1, U, Y, cache, keys, state)
+    np.testing.assert_allclose(cache[s1, :5, :5] @ (G + 0.1 * np.eye(5)), np.eye(5), atol=1e-10)
+    s2 = K.cached_inverse(G, 0.2, U, Y, cache, keys, state)
     assert s2 != s1
     cache[s1, 0, 0] = 12345.0                     # a reused slot is not recomputed
-    assert K.cached_inverse(G, 0.1, L, cache, keys, state) == s1 and cache[s1, 0, 0] == 12345.0
-    s3 = K.cached_inverse(G, 0.4, L, cache, keys, state)   # third shift: overwrites the oldest slot
+    assert K.cached_inverse(G, 0.1, U, Y, cache, keys, state) == s1 and cache[s1, 0, 0] == 12345.0
+    s3 = K.cached_inverse(G, 0.4, U, Y, cache, keys, state)   # third shift: overwrites the oldest slot
     assert s3 == s1 and keys[s1] == 0.4 and 0.1 not in keys
-    np.testing.assert_allclose(cache[s3] @ (G + 0.4 * np.eye(5)), np.eye(5), atol=1e-10)
+    np.testing.assert_allclose(cache[s3, :5, :5] @ (G + 0.4 * np.eye(5)), np.eye(5), atol=1e-10)

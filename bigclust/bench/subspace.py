@@ -95,12 +95,13 @@ def flops_per_column(k, d, iterations, factorisations):
     return sum(terms.values()), terms
 
 
-FLOP_MODEL = ("per column: 2 k^2 d + 2 k d (the Gram matrix A A^T as one dgemm and A x) + F k^3/3 (one Cholesky-size "
-              "factorisation per distinct rho; the kernel's LU inverse does 2 k^3, counted at k^3/3 so the floor "
-              "is the cheapest factorisation's) + I (2 k^2 + 12 k) (per iteration one k x k mat-vec and the fused "
-              "pass, ~12 flops per entry); I is the kernel's mean over the columns, F the NumPy loop's (the same "
-              "algorithm) over its n_ref columns; floor = (dgemm FLOP/s on (k, d) x (d, k) products, one per task "
-              "of a prange loop over the same threads as the kernel) / FLOPs per column")
+FLOP_MODEL = ("per column: 2 k^2 d + 2 k d (the Gram matrix A A^T as one dgemm and A x) + F k^3/3 (one "
+              "Cholesky-size factorisation per distinct rho; the kernel's inverse from the Cholesky factor does "
+              "k^3, counted at k^3/3 so the floor is the cheapest factorisation's) + I (2 k^2 + 12 k) (per "
+              "iteration one k x k mat-vec and the fused pass, ~12 flops per entry); I is the kernel's mean over "
+              "the columns, F the NumPy loop's (the same algorithm) over its n_ref columns; floor = (dgemm FLOP/s "
+              "on (k, d) x (d, k) products, one per task of a prange loop over the same threads as the kernel) / "
+              "FLOPs per column")
 
 
 def _gemm_tasks_kernel():

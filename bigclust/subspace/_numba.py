@@ -10,11 +10,12 @@ samples to represent are the rows of ``X`` (n, d); ``nbr[i]`` (k atom
 indices) is the support N_i of column i.  With A = D[N_i]^T (d, k) the
 per-column Gram matrix is ``G = A^T A`` (k, k) and ``b = A^T x_i``.
 
-The ADMM's arithmetic (its mat-vec and its fused update pass) is compiled with
-``fastmath=ARITH``: only contraction into fused multiply-adds and reassociation
-of sums, so that the residual norms vectorise.  Both change results in their
-last bits only; no flag that assumes finite values or ignores signed zeros is
-set, so the threshold comparisons and the stopping tests keep IEEE semantics.
+The ADMM's arithmetic (the inverse from a Cholesky factor, its mat-vec and its
+fused update pass) is compiled with ``fastmath=ARITH``: only contraction into
+fused multiply-adds and reassociation of sums, so that the residual norms
+vectorise.  Both change results in their last bits only; no flag that assumes
+finite values or ignores signed zeros is set, so the threshold comparisons and
+the stopping tests keep IEEE semantics.
 """
 import numpy as np
 from numba import prange
@@ -94,38 +95,138 @@ def cho_solve(L, rhs, out):
         out[p] = s / L[p, p]
 
 
-@njit
-def spd_inverse_shifted(G, shift, L, Minv):
-    """``Minv = (G + shift I)^{-1}`` by LAPACK (``np.linalg.inv``: blocked getrf/getri).
+#: the inverses of the ADMM are stored with rows of ``padded(k)`` doubles, a multiple of PAD: every row then
+#: starts on a 32-byte boundary (Numba aligns arrays to 32 bytes), which made the k = 50 mat-vec 1.7x faster
+#: than with rows of 50 (loads split across cache lines), and the triangular loops of
+#: :func:`spd_inverse_shifted` run over whole groups of PAD entries (no scalar remainder)
+PAD = 8
 
-    L : scratch (k, k) (holds G + shift I).
-    Minv : OUT (k, k), symmetric up to rounding.
-    The ADMM applies the inverse every iteration as one mat-vec (summing
-    contiguous rows, which vectorises), faster than two triangular solves
-    (the backward one walks L by columns); with the shift >= rho > 0 the matrix is
-    well conditioned (cond <= (||G|| + shift) / shift).
+
+@njit
+def padded(k):
+    """``k`` rounded up to a multiple of :data:`PAD`."""
+    return (k + PAD - 1) // PAD * PAD
+
+
+@njit(fastmath=ARITH)
+def spd_inverse_shifted(G, shift, U, Y, M):
+    # long: three triangular phases (factor, triangular inverse, product), each a loop nest of the same shape
+    """``M[:k, :k] = (G + shift I)^{-1}`` through its Cholesky factor; returns False if a pivot is not positive.
+
+    G : IN (k, k) symmetric positive semi-definite.  shift : IN float > 0.
+    U, Y : scratch (kp, kp), kp = ``padded(k)``.  M : OUT (kp, kp), symmetric; the rows and columns
+    past k are zero.
+    1. ``U^T U = G + shift I``, U upper, row p from the finished rows above it;
+    2. ``Y = U^{-T}`` (lower) from ``U^T Y = I``, row by row;
+    3. ``M = Y^T Y``, the upper part of row p as ``sum_{t >= p} Y[t, p] Y[t, :]``, then mirrored
+       (so M is exactly symmetric).
+    About k^3/2 multiply-adds in all (an LU inverse does 2 k^3), as row updates of four rows at a time
+    over row views that start on a multiple of PAD, each loop indexing its views from 0 (Numba cannot
+    prove a loop index that starts elsewhere non-negative, and its negative-index check stops the loop
+    vectoriser); the few entries past the triangle that this touches are zero or overwritten.
+    Measured at k = 50 (one thread, CPU time, load ~16 on 2 cores): 20 us against 46 us for
+    ``np.linalg.inv`` (LAPACK getrf/getri, which the ADMM used before).
+    With shift >= rho > 0 the matrix is well conditioned (cond <= (||G|| + shift) / shift), so the
+    factor needs no pivoting.
     """
     k = G.shape[0]
-    for p in range(k):
-        for q in range(k):
-            L[p, q] = G[p, q]
-        L[p, p] += shift
-    Minv[:, :] = np.linalg.inv(L)
+    kp = U.shape[0]
+    for p in range(k):                                     # 1. Cholesky, U[p, lo:] from rows t < p
+        lo = (p // PAD) * PAD
+        for q in range(kp):
+            U[p, q] = 0.0
+        for q in range(p, k):
+            U[p, q] = G[p, q]
+        U[p, p] += shift
+        up = U[p, lo:]
+        n = kp - lo
+        t = 0
+        while t + 4 <= p:
+            a0, a1, a2, a3 = U[t, p], U[t + 1, p], U[t + 2, p], U[t + 3, p]
+            u0, u1, u2, u3 = U[t, lo:], U[t + 1, lo:], U[t + 2, lo:], U[t + 3, lo:]
+            for q in range(n):
+                up[q] -= ((a0 * u0[q] + a1 * u1[q]) + a2 * u2[q]) + a3 * u3[q]
+            t += 4
+        while t < p:
+            a0 = U[t, p]
+            u0 = U[t, lo:]
+            for q in range(n):
+                up[q] -= a0 * u0[q]
+            t += 1
+        piv = U[p, p]
+        if not piv > 0.0:
+            return False
+        dia = np.sqrt(piv)
+        inv = 1.0 / dia
+        for q in range(n):
+            up[q] *= inv
+        for q in range(lo, p):                             # below the diagonal: what the slices touched
+            U[p, q] = 0.0
+        U[p, p] = dia
+    for p in range(k):                                     # 2. Y = U^{-T}, row p nonzero in [0, p]
+        hi = (p // PAD) * PAD + PAD
+        yp = Y[p]
+        for q in range(kp):
+            yp[q] = 0.0
+        yp[p] = 1.0
+        t = 0
+        while t + 4 <= p:
+            a0, a1, a2, a3 = U[t, p], U[t + 1, p], U[t + 2, p], U[t + 3, p]
+            y0, y1, y2, y3 = Y[t], Y[t + 1], Y[t + 2], Y[t + 3]
+            for q in range(hi):
+                yp[q] -= ((a0 * y0[q] + a1 * y1[q]) + a2 * y2[q]) + a3 * y3[q]
+            t += 4
+        while t < p:
+            a0 = U[t, p]
+            y0 = Y[t]
+            for q in range(hi):
+                yp[q] -= a0 * y0[q]
+            t += 1
+        inv = 1.0 / U[p, p]
+        for q in range(hi):
+            yp[q] *= inv
+    for p in range(k):                                     # 3. M = Y^T Y, row p from column lo on
+        lo = (p // PAD) * PAD
+        for q in range(kp):
+            M[p, q] = 0.0
+        mp = M[p, lo:]
+        t = p
+        while t + 4 <= k:
+            n = ((t + 3) // PAD) * PAD + PAD - lo          # Y[t + 3] is zero past column t + 3
+            a0, a1, a2, a3 = Y[t, p], Y[t + 1, p], Y[t + 2, p], Y[t + 3, p]
+            y0, y1, y2, y3 = Y[t, lo:], Y[t + 1, lo:], Y[t + 2, lo:], Y[t + 3, lo:]
+            for q in range(n):
+                mp[q] += ((a0 * y0[q] + a1 * y1[q]) + a2 * y2[q]) + a3 * y3[q]
+            t += 4
+        while t < k:
+            n = (t // PAD) * PAD + PAD - lo
+            a0 = Y[t, p]
+            y0 = Y[t, lo:]
+            for q in range(n):
+                mp[q] += a0 * y0[q]
+            t += 1
+    for p in range(k):                                     # the lower triangle mirrored: exactly symmetric
+        for q in range(p):
+            M[p, q] = M[q, p]
+    for p in range(k, kp):
+        for q in range(kp):
+            M[p, q] = 0.0
+    return True
 
 
 # ----------------------------------------------------------------------------- per-column ADMM (SSC, weighted)
 
 
 @njit(fastmath=ARITH)
-def sym_matvec(M, rhs, out):
-    """``out = M rhs`` for a symmetric ``M``, summed as ``out = sum_q M[q, :] rhs[q]`` in q order.
+def sym_matvec(M, rhs, out, k):
+    """``out[:k] = M[:k, :k] rhs[:k]`` for a symmetric ``M``, summed as ``sum_q M[q, :] rhs[q]`` in q order.
 
-    M : IN (k, k) symmetric.  rhs : IN (k,).  out : OUT (k,) (may not alias rhs).
+    M : IN (>= k, >= k) symmetric, C-contiguous (its rows may be padded, see :data:`PAD`).
+    rhs : IN (>= k,).  out : OUT (>= k,) (may not alias rhs).
     The inner loop runs over contiguous rows with independent updates, so it
     vectorises; four rows are added per pass (fewer loads and stores of
     ``out``), each product-and-add one fused multiply-add (``ARITH``).
     """
-    k = M.shape[0]
     for p in range(k):
         out[p] = 0.0
     q = 0
@@ -149,15 +250,15 @@ def sym_matvec(M, rhs, out):
 
 
 @njit
-def cached_inverse(G, shift, L, cache, keys, state):
+def cached_inverse(G, shift, U, Y, cache, keys, state):
     """Index of ``(G + shift I)^{-1}`` in ``cache``, computed only for a shift not seen before.
 
-    G : IN (k, k).  shift : IN float > 0.  L : scratch (k, k).
-    cache : INOUT (S, k, k) inverses.  keys : INOUT (S,) their shifts (NaN = empty slot).
-    state : INOUT (1,) int64, the next slot to overwrite (round robin).
+    G : IN (k, k).  shift : IN float > 0.  U, Y : scratch (kp, kp), kp = ``padded(k)``.
+    cache : INOUT (S, kp, kp) inverses (:func:`spd_inverse_shifted`).  keys : INOUT (S,) their shifts
+    (NaN = empty slot).  state : INOUT (1,) int64, the next slot to overwrite (round robin).
     Residual balancing doubles and halves rho exactly, so it often returns to a
-    shift it has used before; the inverse of the same matrix by the same LAPACK
-    calls is the same bits, so reusing it changes nothing but the time.
+    shift it has used before; the inverse of the same matrix by the same
+    arithmetic is the same bits, so reusing it changes nothing but the time.
     """
     S = keys.shape[0]
     for s in range(S):
@@ -165,7 +266,7 @@ def cached_inverse(G, shift, L, cache, keys, state):
             return s
     s = state[0]
     state[0] = (s + 1) % S
-    spd_inverse_shifted(G, shift, L, cache[s])
+    spd_inverse_shifted(G, shift, U, Y, cache[s])
     keys[s] = shift
     return s
 
@@ -180,8 +281,8 @@ BALANCE_EVERY = 10
 
 
 @njit(fastmath=ARITH)
-def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax, L, cache, keys, state, c, z, u,
-             rhs, zprev, tr):
+def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax, U, Y, cache, keys, state, c, z,
+             u, rhs, tr):
     # one Numba kernel: the ADMM loop keeps its scratch vectors in registers/cache; calls to helpers
     # inside the loop would pass all of them (it is the hot loop of the subspace stage)
     """ADMM for ``min_c 1/2 ||x - A c||^2 + ridge/2 ||c||^2 + sum_p thr[p] |c_p|`` (one column).
@@ -200,22 +301,24 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax,
     and ``sqrt(k) eps_abs + eps_rel * ||u||`` respectively (Boyd, 3.3.1).
     With ``adaptive`` the penalty follows residual balancing (``BALANCE``,
     ``BALANCE_EVERY``, tau = 2); the factorisation (held as the inverse of
-    G + (ridge + rho) I, by LAPACK) is cached per value of rho
+    G + (ridge + rho) I, from its Cholesky factor) is cached per value of rho
     (:func:`cached_inverse`: balancing often goes back to a rho it left) and u
     is unscaled, so it needs no rescaling.
     Per iteration: one mat-vec with the cached inverse, then one fused,
     branch-free pass over the k entries (soft threshold as
     ``v - clip(v, -t, t)``, which is exactly ``soft(v, t)`` with +0.0 inside
     the threshold, the dual update and the five sums of the stopping test).
-    Why the inverse and not two triangular solves with a Cholesky factor: at
-    k = 50 the solves took 1.6 us per iteration against 0.3 us for the
-    mat-vec, so the ~25 us a Cholesky factor saves over the LU inverse (20 us
-    vs 45 us) is spent again within 20 iterations (the median column takes 70).
+    Why the inverse and not two triangular solves with the Cholesky factor
+    every iteration: a solve is a chain of k dependent steps, a mat-vec k
+    independent row updates; at k = 50 two solves took 1.6 us per iteration
+    against 0.3 us for the mat-vec, while the inverse from the factor
+    (:func:`spd_inverse_shifted`, ~20 us) is paid once per value of rho
+    (1.01 per column on ``bigclust bench subspace``; the median column takes 70 iterations).
 
-    G : IN (k, k).  b : IN (k,).  thr : IN (k,) >= 0.  L : scratch (k, k).
-    cache, keys, state : scratch of :func:`cached_inverse` (S, k, k), (S,), (1,);
+    G : IN (k, k).  b : IN (k,).  thr : IN (k,) >= 0.  U, Y : scratch (kp, kp), kp = ``padded(k)``.
+    cache, keys, state : scratch of :func:`cached_inverse` (S, kp, kp), (S,), (1,);
     the caller empties ``keys`` (NaN) for every new G.
-    c, u, rhs, zprev, tr : scratch (k,) (tr = thr / rho, divided once per value of rho).
+    c, u, rhs, tr : scratch (k,) (tr = thr / rho, divided once per value of rho).
     z : OUT (k,), the (exactly sparse) solution.
     Returns (iterations, converged).
     """
@@ -226,32 +329,33 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax,
         u[p] = 0.0
         tr[p] = thr[p] / rho
     inv_rho = 1.0 / rho            # u / rho as a product: a vector division costs ~10 multiplications
-    Minv = cache[cached_inverse(G, ridge + rho, L, cache, keys, state)]
+    Minv = cache[cached_inverse(G, ridge + rho, U, Y, cache, keys, state)]
     sk = np.sqrt(k)
     it = 0
     converged = False
+    for p in range(k):
+        rhs[p] = b[p]                  # b + rho z - u at z = u = 0
     while it < max_iter:
         it += 1
-        for p in range(k):
-            rhs[p] = b[p] + rho * z[p] - u[p]
-            zprev[p] = z[p]
-        sym_matvec(Minv, rhs, c)
+        sym_matvec(Minv, rhs, c, k)
         r2 = 0.0
         s2 = 0.0
         cn = 0.0
         zn = 0.0
         un = 0.0
         for p in range(k):
-            ch = relax * c[p] + (1.0 - relax) * zprev[p]
+            zold = z[p]
+            ch = relax * c[p] + (1.0 - relax) * zold
             v = ch + u[p] * inv_rho
             t = tr[p]
             zp = v - min(max(v, -t), t)
             z[p] = zp
             up = u[p] + rho * (ch - zp)
             u[p] = up
+            rhs[p] = b[p] + rho * zp - up   # the next iteration's right-hand side, while z and u are loaded
             diff = c[p] - zp
             r2 += diff * diff
-            dz = zp - zprev[p]
+            dz = zp - zold
             s2 += dz * dz
             cn += c[p] * c[p]
             zn += zp * zp
@@ -266,9 +370,10 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax,
         if adaptive and it % BALANCE_EVERY == 0 and (r > BALANCE * s or s > BALANCE * r):
             rho = rho * 2.0 if r > BALANCE * s else rho * 0.5
             inv_rho = 1.0 / rho
-            Minv = cache[cached_inverse(G, ridge + rho, L, cache, keys, state)]
+            Minv = cache[cached_inverse(G, ridge + rho, U, Y, cache, keys, state)]
             for p in range(k):
                 tr[p] = thr[p] / rho
+                rhs[p] = b[p] + rho * z[p] - u[p]
     return it, converged
 
 
@@ -298,8 +403,10 @@ def admm_columns(D, X, nbr, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptiv
     for blk in prange(n_blocks):
         A = np.empty((k, D.shape[1]))
         G = np.empty((k, k))
-        L = np.empty((k, k))
-        cache = np.empty((INVERSE_SLOTS, k, k))
+        kp = padded(k)
+        U = np.empty((kp, kp))
+        Y = np.empty((kp, kp))
+        cache = np.empty((INVERSE_SLOTS, kp, kp))
         keys = np.empty(INVERSE_SLOTS)
         state = np.zeros(1, dtype=np.int64)
         b = np.empty(k)
@@ -307,14 +414,13 @@ def admm_columns(D, X, nbr, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptiv
         z = np.empty(k)
         u = np.empty(k)
         rhs = np.empty(k)
-        zprev = np.empty(k)
         tr = np.empty(k)
         for i in range(blk * COLUMN_BLOCK, min(n, (blk + 1) * COLUMN_BLOCK)):
             gram_column(D, X, nbr, i, A, G, b)
             keys[:] = np.nan
             state[0] = 0
-            its, ok = admm_one(G, b, thr[i], ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax, L, cache,
-                               keys, state, c, z, u, rhs, zprev, tr)
+            its, ok = admm_one(G, b, thr[i], ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax, U, Y, cache,
+                               keys, state, c, z, u, rhs, tr)
             for p in range(k):
                 out_c[i, p] = z[p]
             out_iter[i] = its
@@ -377,55 +483,3 @@ def lrr_c_step(Gs, bs, shift, rho, J, Y, out_c):
         cho_solve(L, rhs, c)
         for p in range(k):
             out_c[i, p] = c[p]
-
-
-# ----------------------------------------------------------------------------- neighbour filtering
-
-
-@njit
-def is_excluded(i, a, own_ptr, own_idx, atom_label, y):
-    """True when atom ``a`` may not represent sample ``i``.
-
-    Excluded: atoms owned by i (i itself and its augmentations A(i)), and,
-    when ``y[i] >= 0``, atoms whose (known) label differs from ``y[i]``
-    (cannot-links of AkS-SC).  own_ptr/own_idx : IN CSR atom -> owning
-    originals.  atom_label : IN (N,) int64, -1 when unknown.  y : IN (n,) int64.
-    """
-    for t in range(own_ptr[a], own_ptr[a + 1]):
-        if own_idx[t] == i:
-            return True
-    if y[i] >= 0 and atom_label[a] >= 0 and atom_label[a] != y[i]:
-        return True
-    return False
-
-
-@njit(parallel=True)
-def filter_candidates(cand, k, own_ptr, own_idx, atom_label, y, rows, out, out_count):
-    """Keep the first ``k`` admissible atoms of each candidate list.
-
-    cand : IN (m, q) candidate atoms of the samples ``rows`` (m,), nearest first
-    (entries < 0 are ignored).  out : OUT (m, k).  out_count : OUT (m,) number kept
-    (< k means too few candidates survived: the caller asks for more).
-    """
-    m, q = cand.shape
-    for r in prange(m):
-        i = rows[r]
-        cnt = 0
-        for t in range(q):
-            a = cand[r, t]
-            if a < 0:
-                continue
-            if is_excluded(i, a, own_ptr, own_idx, atom_label, y):
-                continue
-            dup = False
-            for s in range(cnt):
-                if out[r, s] == a:
-                    dup = True
-                    break
-            if dup:
-                continue
-            out[r, cnt] = a
-            cnt += 1
-            if cnt == k:
-                break
-        out_count[r] = cnt

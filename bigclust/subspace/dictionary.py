@@ -313,7 +313,7 @@ def _nndescent(dictionary, k, y, lab, random_state, block_bytes):
 def _candidates_filtered(dictionary, cand, k, y, lab, block_bytes):
     """The first k admissible atoms of every original's candidate list (nearest first); the rows left with
     fewer than k (cannot-links, approximation misses) are searched exactly."""
-    from bigclust.subspace._numba import filter_candidates
+    from bigclust.subspace._dictionary_numba import filter_candidates
 
     n = dictionary.n
     rows = np.arange(n, dtype=np.int64)

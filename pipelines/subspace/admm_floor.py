@@ -1,6 +1,7 @@
 """Where the per-column ADMM time goes (pipelines/subspace/README.md, "Benchmark"): the Gram matrix, the first
-LAPACK inverse, the iterations, against the plain NumPy loop of `bigclust bench subspace` on the same problem and
-against the FLOP floor (the bench's FLOP model at the dgemm rate of the kernel's Gram shape on the same threads).
+inverse (from a Cholesky factor), the iterations, against the plain NumPy loop of `bigclust bench subspace` on the
+same problem and against the FLOP floor (the bench's FLOP model at the dgemm rate of the kernel's Gram shape on the
+same threads).
 
     python pipelines/subspace/admm_floor.py
 """
