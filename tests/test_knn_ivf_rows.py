@@ -95,6 +95,16 @@ def test_high_dimensional_rows_are_projected_and_reranked(monkeypatch):
     assert seen[-1] < ivf_rows.PROJECT_MIN_VARIANCE and recall(ind, knn_exact(Y, 5)[0]) >= 0.9
 
 
+def test_projected_search_of_a_tiny_input_fills_every_list():
+    rng = np.random.default_rng(5)
+    X = (rng.normal(size=(60, 5)) @ rng.normal(size=(5, 200)) + rng.normal(0, 0.01, (60, 200))).astype(np.float32)
+    ref, _ = knn_exact(X, 5)
+    for refine in (0, 1):   # 2-row cells, one probed: widened to more cells, then filled exactly
+        ind, d2 = ivf_rows.knn_ivf_rows(X, 5, n_cells=30, n_probe=1, refine=refine)
+        assert (ind >= 0).all() and (ind != np.arange(60)[:, None]).all() and recall(ind, ref) >= 0.97
+        assert (np.diff(d2, axis=1) >= 0).all()
+
+
 def test_auto_means_ivf_rows_above_the_exact_limit():
     assert resolve_method("auto", 3000, 50) == "exact"
     assert resolve_method("auto", 70000, 50) == "ivf-rows"

@@ -316,7 +316,7 @@ def test_verify_names_the_numerics_when_bits_differ(tmp_path, blob_file, make_co
     run(cfg)
     out = tmp_path / "out"
     made = json.loads((out / "run.json").read_text())
-    assert {k: made[k] for k in ("blas", "blas_threads", "numba_threads")} == numerics()
+    assert {k: made[k] for k in ("blas", "blas_threads", "numba_threads", "numba_cpu")} == numerics()
     ok, text = verify(out, cfg)
     assert ok and "Numerics" not in text                      # same machine, same bits: nothing to explain
     rec = json.loads((out / "results.json").read_text())
@@ -329,6 +329,13 @@ def test_verify_names_the_numerics_when_bits_differ(tmp_path, blob_file, make_co
     last = text.splitlines()[-1]
     assert not ok and last.startswith("Numerics here: ") and "when the results were made: openblas SkylakeX with 7 " \
         "threads" in last and "OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=7 NUMBA_NUM_THREADS=" in last
+    (out / "run.json").write_text(json.dumps({**made, "numba_cpu": "znver5"}))   # Numba's CPU alone differs
+    last = verify(out, cfg)[1].splitlines()[-1]
+    assert "Numba threads compiled for znver5. Bits" in last and "NUMBA_CPU_NAME=znver5 " in last
+    older = {k: v for k, v in made.items() if k != "numba_cpu"}                    # a run.json from before the CPU
+    (out / "run.json").write_text(json.dumps({**older, "blas_threads": 7}))
+    last = verify(out, cfg)[1].splitlines()[-1]
+    assert "NUMBA_CPU_NAME" not in last and last.count("compiled for") == 1        # only here's CPU is named
 
 
 def test_out_dir_of_the_same_settings_under_an_older_schema_is_accepted(tmp_path, blob_file, make_config):

@@ -3,17 +3,13 @@
 The subspace stage reads the [preprocess] stage's PCA rows ([aksc] pca = 0, no second PCA), searches the
 dictionary kNN by bigclust.algo.knn's inverted files when asked ([subspace] knn), solves the coefficients in
 resumable chunks: the same labels as ``SubspaceClustering(regularizer="l1", n_neighbors=10, augment=None)`` on
-the preprocessed rows, and a kill -9 mid-coefficients resumes to the uninterrupted result.
+the preprocessed rows; the chunked ivf-rows dictionary kNN gives the one-call search's lists; a kill -9 in
+the dictionary kNN or mid-coefficients resumes to the uninterrupted result.
 """
-import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
-from pathlib import Path
 
 import numpy as np
+from _kill import kill_mid_step, run_plain
 
 from bigclust.pipeline import resumable
 from bigclust.pipeline.runner import run
@@ -123,40 +119,70 @@ def test_ivf_dictionary_knn_excludes_self_and_own_augmentations():
     assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(nb.tolist(), ex.tolist())]) > 0.9
 
 
+def test_chunked_dictionary_knn_equals_one_call(tmp_path):
+    """The dictionary kNN in resumable chunks (here, and as tasks on a local cluster) = the one-call search,
+    with and without augmented atoms, whatever the chunk size; a second call reuses every chunk."""
+    import distributed
+
+    from bigclust.subspace import _chunked as scale
+
+    rng = np.random.default_rng(2)
+    X, _ = _subspaces()
+    Xa = np.repeat(X[:600], 3, axis=0) + 0.05 * rng.standard_normal((1800, X.shape[1]))
+    cases = [(build_dictionary(X), 700), (build_dictionary(X[:600], Xa, np.repeat(np.arange(600), 3)), 333)]
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        for j, (D, c) in enumerate(cases):
+            one = knn_dictionary(D, 10, method="ivf-rows", random_state=3)
+            for where, cl in (("here", None), ("cluster", client)):
+                work = tmp_path / f"{j}-{where}"
+                resumable.open_work(work, {"case": j})
+                nb = scale.knn_ivf_rows_chunked(D, 10, work, c, 3, client=cl)
+                np.testing.assert_array_equal(nb, one)
+                assert len(resumable.chunks_done(work, f"knn2c{c}-")) == -(-D.n_atoms // c)
+            calls = []
+            fast = scale.knn_pass_task
+            scale.knn_pass_task = lambda *a: calls.append(a) or fast(*a)
+            try:
+                np.testing.assert_array_equal(scale.knn_ivf_rows_chunked(D, 10, work, c, 3), one)
+            finally:
+                scale.knn_pass_task = fast
+            assert calls == []
+
+
+def test_sigkill_mid_dictionary_knn_then_resume(tmp_path):
+    """A real kill -9 while the chunked dictionary kNN runs: the re-run searches only the chunks without a
+    marker and ends where an uninterrupted run does."""
+    from bigclust.subspace import _chunked as scale
+
+    run_plain(tmp_path, _config(tmp_path, "ivf-rows", "whole.zarr", "o1"))
+    K_whole, _, lab_whole, g_whole, _ = _stage(tmp_path / "whole.zarr")
+    cfg = _config(tmp_path, "ivf-rows", "k.zarr", "ok")
+    work, before = kill_mid_step(tmp_path, cfg, "k.zarr", "knn_pass_task", f"knn0c{CHUNK}-")
+    per_pass = -(-N_CLS * N_PER // CHUNK)
+    assert 2 <= len(before) < per_pass and "knn-partition" in resumable.finished(work)
+    assert "knn" not in resumable.finished(work) and Store(tmp_path / "k.zarr").stage_keys("subspace") == []
+    calls = []
+    fast = scale.knn_pass_task
+    scale.knn_pass_task = lambda *a: calls.append(a) or fast(*a)
+    try:
+        run(cfg)
+    finally:
+        scale.knn_pass_task = fast
+    assert len(calls) == 3 * per_pass - len(before)          # pass 0's missing chunks, then passes 1 and 2
+    K, attrs, lab, g, _ = _stage(tmp_path / "k.zarr")
+    assert np.array_equal(g["neighbors"][...], g_whole["neighbors"][...])
+    assert np.array_equal(g["coef"][...], g_whole["coef"][...]) and (K != K_whole).nnz == 0
+    np.testing.assert_array_equal(lab, lab_whole)
+
+
 def test_sigkill_mid_coefficients_then_resume(tmp_path):
     """A real kill -9 while the coefficient chunks run (after the ivf-rows dictionary kNN): the re-run
     computes only the missing chunks and ends where an uninterrupted run does."""
-    script = tmp_path / "slow.py"
-    script.write_text(textwrap.dedent("""
-        import sys, time
-        from bigclust.subspace import _chunked as scale
-        solve = scale.solve_chunk
-        def slow(*a):
-            time.sleep(0.5)
-            return solve(*a)
-        if sys.argv[2] == "slow":
-            scale.solve_chunk = slow
-        from bigclust.pipeline.runner import run
-        run(sys.argv[1])
-    """))
-    env = {**os.environ, "PYTHONPATH": str(Path(resumable.__file__).parents[2])}
-    subprocess.run([sys.executable, str(script), str(_config(tmp_path, "ivf-rows", "whole.zarr", "o1")), "plain"],
-                   env=env, cwd=tmp_path, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_plain(tmp_path, _config(tmp_path, "ivf-rows", "whole.zarr", "o1"))
     K_whole, _, lab_whole, g_whole, _ = _stage(tmp_path / "whole.zarr")
     cfg = _config(tmp_path, "ivf-rows", "k.zarr", "ok")
-    proc = subprocess.Popen([sys.executable, str(script), str(cfg), "slow"], env=env, cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    work_root = tmp_path / "k.zarr" / "work"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None:
-        works = list(work_root.iterdir()) if work_root.exists() else []
-        if works and len(resumable.chunks_done(works[0], "coef-")) >= 2:
-            break
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    (work,) = work_root.iterdir()
-    before = resumable.chunks_done(work, "coef-")
+    work, before = kill_mid_step(tmp_path, cfg, "k.zarr", "solve_chunk", "coef-")
     total = -(-N_CLS * N_PER // CHUNK)
     assert 2 <= len(before) < total and "knn" in resumable.finished(work)
     assert Store(tmp_path / "k.zarr").stage_keys("subspace") == []      # nothing committed

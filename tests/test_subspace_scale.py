@@ -1,15 +1,8 @@
 """Ak-SC at scale (bigclust.subspace._chunked): chunked = in memory, distributed = local, kill -9 then resume."""
-import os
-import signal
-import subprocess
-import sys
-import textwrap
-import time
-from pathlib import Path
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _kill import kill_mid_step, run_plain
 
 from bigclust.pipeline import resumable
 from bigclust.pipeline.runner import run
@@ -103,14 +96,19 @@ def test_chunked_pipeline_equals_in_memory_pipeline(tmp_path, make_config):
     assert not any(np.isin(nb[i], np.flatnonzero(origin == i + N_PER * N_CLS) + N_PER * N_CLS).any()
                    for i in own)                                  # ... nor its own augmentations
     assert not (tmp_path / "chk.zarr" / "work" / f"subspace-{a1['key']}").exists()
-    # both paths record every step's wall and CPU seconds and peak RSS, and the report carries them
+    # both paths record every step's wall and CPU seconds and peak RSS, the embed stage its normalisation's
+    # and eigenvectors', and the report carries them
     import json
     for out, attrs, steps in (("o1", a0, ("augment", "features", "knn", "coef", "fold")),
                               ("o2", a1, ("augment", "pca", "features", "knn", "coef", "fold"))):
         (rec,) = json.loads((tmp_path / out / "results.json").read_text())
-        for step in steps:
+        s = Store(tmp_path / ("mem.zarr" if out == "o1" else "chk.zarr"))
+        (ekey,) = s.stage_keys("embed")
+        emb = dict(s.open("embed", ekey).attrs)          # the embed stage's: normalise, then eigenvectors
+        for step, at in [(st, attrs) for st in steps] + [("normalize", emb), ("eigen", emb)]:
             for what in ("seconds", "cpu_seconds", "peak_rss_mb"):
-                assert attrs[f"{step}_{what}"] >= 0 and rec[f"{step}_{what}"] == attrs[f"{step}_{what}"]
+                assert at[f"{step}_{what}"] >= 0 and rec[f"{step}_{what}"] == at[f"{step}_{what}"]
+        assert emb["eigen_peak_rss_mb"] >= emb["normalize_peak_rss_mb"] > 0
 
 
 def test_distributed_equals_local(tmp_path, make_config):
@@ -130,39 +128,10 @@ def test_distributed_equals_local(tmp_path, make_config):
 def test_sigkill_mid_coefficients_then_resume(tmp_path, make_config):
     """A real kill -9 while the coefficient chunks run: the re-run computes only the missing chunks."""
     p = _data(tmp_path)
-    script = tmp_path / "slow.py"
-    script.write_text(textwrap.dedent("""
-        import sys, time
-        from bigclust.subspace import _chunked as scale
-        solve = scale.solve_chunk
-        def slow(*a):
-            time.sleep(0.5)
-            return solve(*a)
-        if sys.argv[2] == "slow":
-            scale.solve_chunk = slow
-        from bigclust.pipeline.runner import run
-        run(sys.argv[1])
-    """))
-    env = {**os.environ, "PYTHONPATH": str(Path(scale.__file__).parents[2])}
-    # the uninterrupted run in a process like the killed one: the float32 PCA passes go through BLAS, whose
-    # sums may depend on its thread count, which a process inherits from its environment
-    subprocess.run([sys.executable, str(script), str(_config(make_config, p, "whole.zarr", "o1", CHUNK)), "plain"],
-                   env=env, cwd=tmp_path, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_plain(tmp_path, _config(make_config, p, "whole.zarr", "o1", CHUNK))
     K_whole, _, lab_whole, g_whole = _stage(tmp_path / "whole.zarr")
     cfg = _config(make_config, p, "k.zarr", "ok", CHUNK)
-    proc = subprocess.Popen([sys.executable, str(script), str(cfg), "slow"], env=env, cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    work_root = tmp_path / "k.zarr" / "work"
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and proc.poll() is None:
-        works = list(work_root.iterdir()) if work_root.exists() else []
-        if works and len(resumable.chunks_done(works[0], "coef-")) >= 2:
-            break
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    (work,) = work_root.iterdir()
-    before = resumable.chunks_done(work, "coef-")
+    work, before = kill_mid_step(tmp_path, cfg, "k.zarr", "solve_chunk", "coef-", timeout=240)
     total = -(-N_PER * N_CLS // CHUNK)
     assert 2 <= len(before) < total and "knn" in resumable.finished(work)
     assert Store(tmp_path / "k.zarr").stage_keys("subspace") == []      # nothing committed

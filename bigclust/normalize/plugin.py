@@ -246,10 +246,11 @@ def embed(store_path, key, attrs, p: EmbedParams, *, y=None, client=None, **_):
     groups = [store.open(p.src, a) for a in p.inputs]
     if len({is_sparse(g, "K") for g in groups}) > 1:
         raise UserError(f"{p.method} needs kernels that are all dense or all sparse")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if not p.in_memory:
         with store.write("embed", key, attrs) as g:
             P, scale, info, extra = m.normalize_ooc([gr["K"] for gr in groups], g, mp, y, p.max_memory, client)
+            extra.update(_usage("normalize", t0, c0))
             _embed_streamed(g, P, scale, info, time.perf_counter() - t0, p, y, **extra, **_alpha(info))
         return
     Ks = [read_matrix(gr, "K") for gr in groups]  # float32 kernels stay float32 (half the bytes per pass)
@@ -259,7 +260,7 @@ def embed(store_path, key, attrs, p: EmbedParams, *, y=None, client=None, **_):
     P, info = m.normalize(Ks if m.combine else Ks[0], mp, y)
     del Ks   # the eigensolver needs P only: K's memory (~1 GB at 8.1M rows x 10 neighbours) goes back first
     t_norm = time.perf_counter() - t0
-    extra = _alpha(info)
+    extra = {**_alpha(info), **_usage("normalize", t0, c0)}
     n_out = components(P)[0]
     extra["components"] = [max(n_in), n_out]
     # a split into at most k components is the clustering itself (well-separated blobs under the exact BBS):
@@ -269,6 +270,19 @@ def embed(store_path, key, attrs, p: EmbedParams, *, y=None, client=None, **_):
                       "after normalisation; each component adds an eigenvalue at the top of the spectrum, "
                       "so the embedding sees them as separate clusters", RuntimeWarning, stacklevel=2)
     _embed_and_write(store, key, attrs, P, info, t_norm, p, y, **extra)
+
+
+#: what the embed stage records of its two steps, normalise and eigenvectors (``eigen``): wall and CPU
+#: seconds (of the process running the stage, all its threads) and its peak RSS after the step, in MB
+STEP_ATTRS = tuple(f"{s}_{w}" for s in ("normalize", "eigen") for w in ("seconds", "cpu_seconds", "peak_rss_mb"))
+
+
+def _usage(step, t0, c0):
+    """``{<step>_seconds, <step>_cpu_seconds, <step>_peak_rss_mb}`` since ``perf_counter`` t0, ``process_time`` c0."""
+    import resource
+
+    return {f"{step}_seconds": time.perf_counter() - t0, f"{step}_cpu_seconds": time.process_time() - c0,
+            f"{step}_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
 
 
 def _alpha(info):
@@ -296,7 +310,9 @@ def _embed_streamed(g, P, scale, info, t_norm, p: EmbedParams, y, **extra):
     if scale is not None:
         base = op
         op = LinearOperator((n, n), matvec=lambda v: scale * (base @ (scale * np.ravel(v))), dtype=np.float64)
+    t0, c0 = time.perf_counter(), time.process_time()
     E = spectral_embed(op, p.k, solver="eigsh", random_state=p.seed)
+    extra.update(_usage("eigen", t0, c0))
     rows = consumer_rows("operator", n, 8, p.max_memory)  # one more streaming pass for MB (and MC)
     rs, rc = np.empty(n), np.empty(n)
     yq = y if y is not None else np.zeros(n, np.int64)
@@ -327,7 +343,9 @@ def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, y, **ex
 
     # without labels MB still says how bi-stochastic P is (one class: MC would be MB, so it is left out)
     mb, mc = quality(P, y) if y is not None else (quality(P, np.zeros(P.shape[0], np.int64))[0], float("nan"))
+    t0, c0 = time.perf_counter(), time.process_time()
     E = spectral_embed(P, p.k, solver=p.eigensolver, random_state=p.seed)
+    extra.update(_usage("eigen", t0, c0))
     with store.write("embed", key, attrs) as g:
         write_dense(g, "E", E)
         g.attrs.update({"normalize_seconds": t_norm, "MB": float(mb), "MC": float(mc),
@@ -359,7 +377,7 @@ def _build_embed(ctx, src, inputs):
 
 register_stage(StageDef("embed", _build_embed, embed, "E",
                         where=lambda p: "task" if p.in_memory else "here",
-                        report=("MB", "MC", "norm_n_iter", "row_err", "history", "alpha", "components"),
+                        report=("MB", "MC", "norm_n_iter", "row_err", "history", "alpha", "components", *STEP_ATTRS),
                         describe=lambda p: fmt_params(p.method_params) + ("" if p.in_memory else " (out of core)")))
 
 

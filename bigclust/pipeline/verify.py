@@ -56,10 +56,12 @@ def verify(results_dir, config=None, *, scheduler=None) -> tuple[bool, str]:
     here = numerics()
     then = {k: made[k] for k in here if k in made}
     if not ok and then and any(then[k] != here[k] for k in then):
-        then = {**here, **then}
+        # keys an older run.json lacks are taken from here, except the CPU: a record that names none claims none
+        then = {**{k: v for k, v in here.items() if k != "numba_cpu"}, **then}
+        cpu = f"NUMBA_CPU_NAME={then['numba_cpu']} " if then.get("numba_cpu") else ""
         lines.append(f"Numerics here: {numerics_text(here)}; when the results were made: {numerics_text(then)}. "
                      "Bits are only comparable under the same: re-run with "
                      f"OPENBLAS_CORETYPE={then['blas'][0].split()[-1] if then['blas'] else '?'} "
-                     f"OPENBLAS_NUM_THREADS={then['blas_threads']} NUMBA_NUM_THREADS={then['numba_threads']} "
+                     f"OPENBLAS_NUM_THREADS={then['blas_threads']} NUMBA_NUM_THREADS={then['numba_threads']} {cpu}"
                      "(on a CPU that has that kernel)")
     return ok, "\n".join(lines)

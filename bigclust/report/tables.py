@@ -212,21 +212,26 @@ def numerics() -> dict:
 
     ``blas``: each loaded BLAS library and the CPU kernel it dispatched to (OpenBLAS picks it by CPU at load
     time; ``OPENBLAS_CORETYPE`` overrides it), ``blas_threads`` and ``numba_threads``: how many threads split
-    the products and the parallel loops.  A change of any of them can move a sum by an ulp and, through a
-    nearly tied k-means restart, a score; :func:`bigclust.pipeline.verify.verify` names them when bits differ.
+    the products and the parallel loops, ``numba_cpu``: the CPU Numba compiles for (the host's unless
+    ``NUMBA_CPU_NAME`` says otherwise): kernels built with ``fastmath`` -- pynndescent's distances, the
+    normalisation's sums -- vectorise to its vector width, so their sums, and NN-descent's graph, follow it.
+    A change of any of them can move a sum by an ulp and, through a nearly tied k-means restart, a score;
+    :func:`bigclust.pipeline.verify.verify` names them when bits differ.
     """
     import numba
+    from llvmlite import binding
     from threadpoolctl import threadpool_info
     blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
     return {"blas": sorted({f"{i['internal_api']} {i.get('architecture')}" for i in blas}),
             "blas_threads": max((int(i["num_threads"]) for i in blas), default=0),
-            "numba_threads": int(numba.config.NUMBA_NUM_THREADS)}
+            "numba_threads": int(numba.config.NUMBA_NUM_THREADS),
+            "numba_cpu": numba.config.CPU_NAME or binding.get_host_cpu_name()}
 
 
 def numerics_text(d) -> str:
-    """One line of :func:`numerics`: the BLAS kernels and the thread counts."""
+    """One line of :func:`numerics`: the BLAS kernels, the thread counts and Numba's CPU (when recorded)."""
     return (f"{', '.join(d['blas']) or 'no BLAS'} with {d['blas_threads']} threads, "
-            f"{d['numba_threads']} Numba threads")
+            f"{d['numba_threads']} Numba threads" + (f" compiled for {d['numba_cpu']}" if d.get("numba_cpu") else ""))
 
 
 def _write_run_json(out_dir, cfg, *, complete: bool):

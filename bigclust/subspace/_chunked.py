@@ -18,7 +18,10 @@ killed anywhere resumes at the first step or chunk without a marker:
    ``atoms`` (N x pca), the copies projected ``[subspace] augment_chunk_rows`` source images at a time;
 3. the dictionary kNN N_i (exact below 20000 originals, NN-descent above, or ``[subspace] knn`` =
    ``"ivf"`` / ``"ivf-rows"``, :mod:`bigclust.algo.knn`'s inverted files, for a million points:
-   :func:`bigclust.subspace.knn_dictionary`) behind its marker, and SSC's lambda;
+   :func:`bigclust.subspace.knn_dictionary`) behind its marker, and SSC's lambda.  ``"ivf-rows"`` runs in
+   resumable chunks of ``c`` atoms, one Dask task each (:func:`knn_ivf_rows_chunked`: its partition,
+   then its probe pass and refine passes, as the pipeline's kNN stage), the same lists as the one call;
+   the other searches are one call;
 4. the coefficient columns in chunks of ``c`` columns, one Dask task per chunk
    (on the workers of a ``dask.distributed`` cluster with ``--scheduler``, else
    one after the other in this process), each writing its rows of ``coef``
@@ -32,7 +35,8 @@ killed anywhere resumes at the first step or chunk without a marker:
 Every step's wall and CPU seconds and the peak RSS after it are attributes of the stage
 (``<step>_seconds``, ``<step>_cpu_seconds``, ``<step>_peak_rss_mb`` for augment -- the share of the
 passes spent making copies --, pca, atoms, features = both, knn, coef, fold), which the plug-in
-reports in ``results.json``.
+reports in ``results.json``: the CPU of this process and of the Dask workers that ran the step's
+chunks, the peak RSS of the largest of them (:class:`StepClock`).
 
 The per-column solver is the in-memory one (:func:`bigclust.subspace.selfexpr.admm_knn`,
 :func:`bigclust.subspace._numba.ridge_columns`) on a chunk's gathered atoms:
@@ -168,18 +172,102 @@ def dictionary_of(atoms, n, origin):
     return D
 
 
-def knn_step(D, g, work, k, method, seed, log=resumable.say):
-    """The supports N_i into ``g["nb"]`` (marker ``knn``)."""
+def knn_step(D, g, work, k, method, seed, chunk_rows=0, *, client=None, log=resumable.say):
+    """The supports N_i into ``g["nb"]`` (marker ``knn``).
+
+    ``method = "ivf-rows"`` on atoms of at most :data:`~bigclust.algo.knn.ivf_rows.PROJECT_ABOVE` dimensions
+    with ``chunk_rows > 0`` runs in resumable chunks (:func:`knn_ivf_rows_chunked`: the same lists); every
+    other search is one call here.
+    """
+    from bigclust.algo.knn.ivf_rows import PROJECT_ABOVE
     from bigclust.subspace.dictionary import knn_dictionary
 
     if "knn" in resumable.finished(work):
         return np.asarray(g["nb"][...])
     t0 = time.perf_counter()
-    nb = knn_dictionary(D, int(k), method=method, random_state=seed)
+    if method == "ivf-rows" and chunk_rows and D.atoms.shape[1] <= PROJECT_ABOVE:
+        nb = knn_ivf_rows_chunked(D, int(k), work, int(chunk_rows), int(seed), client=client, log=log)
+    else:
+        nb = knn_dictionary(D, int(k), method=method, random_state=seed)
     g.create_array("nb", shape=nb.shape, dtype=np.int64, overwrite=True)[...] = nb
     resumable.mark(work, "knn", f"{time.perf_counter() - t0:.3f}")
     log(f"  subspace: dictionary kNN ({method}, k={k}) {time.perf_counter() - t0:.1f} s")
     return nb
+
+
+def knn_pass_task(Xs, source, p0, p1, q, probe, work, r):
+    """Pass r of the dictionary's ``ivf-rows`` search on positions ``p0:p1`` of the cell-sorted atoms Xs, into
+    rows of the scratch arrays ``knn_nbr<r>`` / ``knn_d<r>``.  ``source``: the partition (pass 0 probes each
+    row's nearest cells) or every row's lists of pass r - 1 (refined)."""
+    import zarr
+
+    from bigclust.algo.knn import ivf_rows
+
+    if r == 0:
+        ind, d2 = ivf_rows.fill_missing(Xs, *ivf_rows.search_rows(Xs, source, q, p0, p1, probe), p0)
+    else:
+        ind, d2 = ivf_rows.refine_rows(Xs, source, p0, p1)
+    g = zarr.open_group(str(work), mode="r+")
+    g[f"knn_nbr{r}"][p0:p1] = ind
+    g[f"knn_d{r}"][p0:p1] = d2
+
+
+def knn_ivf_rows_chunked(D, k, work, chunk_rows, seed, *, client=None, log=resumable.say):
+    """The supports of ``knn_dictionary(D, k, method="ivf-rows", random_state=seed)`` in resumable chunks.
+
+    The search of :func:`bigclust.algo.knn.ivf_rows.knn_ivf_rows_lists` over the float32 atoms, cut where
+    the kNN stage cuts it (:mod:`bigclust.pipeline.stages.knn`): the partition once, behind the marker
+    ``knn-partition``; then pass 0 (each atom probing its nearest cells) and the refine passes, each in
+    chunks of ``chunk_rows`` positions of the cell-sorted atoms, one task per chunk on the ``client``'s
+    workers (else here), each writing its rows and then its marker ``knn<pass>c<chunk_rows>-<i>``.  A row's
+    list depends on the stored partition and the previous pass only, so the lists are the one-call
+    search's whatever the chunking and wherever the chunks run; the originals' candidates are then
+    filtered as there (never i nor A(i)).
+    """
+    from bigclust.algo.knn import ivf_rows
+    from bigclust.subspace.dictionary import candidates_filtered, n_candidates, search_inputs
+
+    k, y, lab = search_inputs(D, k)
+    q = n_candidates(D, k)                 # other atoms per list: the search's k is q + 1 (itself first)
+    N, n = D.n_atoms, D.n
+    C, P, R = ivf_rows.resolve(N, 0, 0)
+    spec = {"shape": (N, q), "chunks": (chunk_rows, q)}
+    arrays = {}
+    for r in range(R + 1):
+        arrays[f"knn_nbr{r}"] = spec | {"dtype": np.int64, "fill_value": -1}
+        arrays[f"knn_d{r}"] = spec | {"dtype": np.float64, "fill_value": 0}
+    g = resumable.open_work(work, {"chunk_rows": int(chunk_rows), "q": int(q), "cells": int(C), "probe": int(P),
+                                   "refine": int(R)}, section="knn", arrays=arrays)
+    X = np.ascontiguousarray(D.atoms, dtype=np.float32)      # the one-call search's input, and ours to sort
+    if "knn-partition" not in resumable.finished(work):
+        t0 = time.perf_counter()
+        part = ivf_rows.partition(X, C, random_state=seed)
+        for name in ("cent", "graph", "order", "off"):
+            a = getattr(part, name)
+            g.create_array(f"knn_{name}", shape=a.shape, dtype=a.dtype, overwrite=True)[...] = a
+        resumable.mark(work, "knn-partition", f"{time.perf_counter() - t0:.3f}")
+        log(f"  subspace: dictionary kNN (ivf-rows): {part.cent.shape[0]} cells, {P} probed per atom, {R} refine "
+            f"pass(es); partition {time.perf_counter() - t0:.1f} s")
+    part = ivf_rows.Partition(*(np.asarray(g[f"knn_{name}"][...]) for name in ("cent", "graph", "order", "off")))
+    ivf_rows.sort_rows(X, part)
+    chunks = resumable.chunk_bounds(N, chunk_rows)
+    for r in range(R + 1):
+        # int32 positions: half the bytes sent to every worker
+        source = part if r == 0 else np.asarray(g[f"knn_nbr{r - 1}"][...]).astype(np.int32)
+        # the chunk size in the markers' names: a resume with another size does not read the old ones
+        resumable.run_chunks(work, chunks, knn_pass_task, lambda i, a, b, r=r: (a, b, q, P, str(work), r),
+                             shared=(X, source), prefix=f"knn{r}c{chunk_rows}-", client=client, log=log,
+                             title=f"subspace: dictionary kNN pass {r}, {len(chunks)} chunks of {chunk_rows} atoms",
+                             what=f"dictionary kNN pass {r} chunk")
+        del source
+    del X
+    cand = np.empty((n, q), np.int64)
+    for p0 in range(0, N, chunk_rows):      # positions -> atoms, each list sorted by (distance, atom)
+        rows, ind, _ = ivf_rows.to_rows(part.order, g[f"knn_nbr{R}"][p0:p0 + chunk_rows],
+                                        g[f"knn_d{R}"][p0:p0 + chunk_rows], p0)
+        keep = rows < n
+        cand[rows[keep]] = ind[keep, 1:]
+    return candidates_filtered(D, cand, k, y, lab)
 
 
 # -- step 4: coefficient columns in chunks --------------------------------------------------------
@@ -255,6 +343,43 @@ def coefficients_chunked(D, nb, regularizer, lam, chunk_cols, work, *, client=No
 # -- the stage ------------------------------------------------------------------------------------
 
 
+def _usage():
+    """CPU seconds (all threads) and peak RSS (MB) of this process so far."""
+    import os
+
+    t = os.times()
+    return t.user + t.system, _peak_rss_mb()
+
+
+def workers_usage(client):
+    """``{worker: (CPU seconds, peak RSS MB)}`` of the processes of a ``dask.distributed`` client ({} without)."""
+    return {} if client is None else client.run(_usage)
+
+
+class StepClock:
+    """The steps' ``{name: (wall s, CPU s, peak RSS MB so far)}``: CPU of this process (all its threads) and of
+    the client's workers, which run the chunks; the RSS of the largest of those processes."""
+
+    def __init__(self, client=None, log=None):
+        self.client, self.log, self.steps = client, log, {}
+        self.start()
+
+    def start(self):
+        """A step starts now."""
+        self.t0, self.c0, self.w0 = time.perf_counter(), time.process_time(), workers_usage(self.client)
+
+    def stop(self, name):
+        """Step ``name`` ends now (and the next one starts); returns every step so far."""
+        w1 = workers_usage(self.client)
+        cpu = time.process_time() - self.c0 + sum(v[0] - self.w0.get(a, (0.0, 0.0))[0] for a, v in w1.items())
+        wall, rss = time.perf_counter() - self.t0, max([_peak_rss_mb()] + [v[1] for v in w1.values()])
+        self.steps[name] = (wall, cpu, rss)
+        if self.log:     # now, not only with the stage's attributes: a run killed later still said it
+            self.log(f"  subspace: {name} step {wall:.1f} s, {cpu:.1f} CPU-s, largest process {rss:.0f} MB")
+        self.start()
+        return self.steps
+
+
 def step_attrs(steps):
     """``{<step>_seconds, <step>_cpu_seconds, <step>_peak_rss_mb}`` of ``{step: (wall, cpu, rss)}``."""
     out = {}
@@ -262,6 +387,17 @@ def step_attrs(steps):
         out.update({f"{name}_seconds": float(wall), f"{name}_cpu_seconds": float(cpu),
                     f"{name}_peak_rss_mb": float(rss)})
     return out
+
+
+def _checked(mp):
+    """The method's parameters, if the chunked path runs them: else a one-line :class:`UserError`."""
+    if mp.regularizer == "nuclear" or mp.n_neighbors == 0:
+        raise UserError("[subspace] chunk_cols needs per-column problems on kNN supports: regularizer \"l1\" or "
+                        "\"l2\" and n_neighbors >= 1 (set chunk_cols = 0 for LRR and the full dictionary)")
+    if getattr(mp, "features", "pixels") != "pixels":
+        raise UserError("[subspace] chunk_cols streams pixel features (with [aksc] pca); [aksc] features = "
+                        f"\"{mp.features}\" runs in memory only (set chunk_cols = 0)")
+    return mp
 
 
 def subspace_chunked(store_path, key, attrs, p, *, client=None, log=resumable.say, **_):
@@ -281,13 +417,7 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=resumable.sa
     from bigclust.subspace._common import ConvergenceWarning, assemble
     from bigclust.subspace.selfexpr import LAM_L2, ssc_lambda
 
-    mp = methods.get(p.method).make(p.method_params)
-    if mp.regularizer == "nuclear" or mp.n_neighbors == 0:
-        raise UserError("[subspace] chunk_cols needs per-column problems on kNN supports: regularizer \"l1\" or "
-                        "\"l2\" and n_neighbors >= 1 (set chunk_cols = 0 for LRR and the full dictionary)")
-    if getattr(mp, "features", "pixels") != "pixels":
-        raise UserError("[subspace] chunk_cols streams pixel features (with [aksc] pca); [aksc] features = "
-                        f"\"{mp.features}\" runs in memory only (set chunk_cols = 0)")
+    mp = _checked(methods.get(p.method).make(p.method_params))
     store = Store(store_path)
     X = read_matrix(store.open(p.src, p.input), "X")
     X = np.ascontiguousarray(X.toarray() if hasattr(X, "toarray") else X)
@@ -299,44 +429,38 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=resumable.sa
             "layout": [None if layout[0] is None else list(layout[0]), layout[1]]}
     # "stream": the copies are made in every pass, not stored; a folder of the older layout starts afresh
     g = resumable.open_work(work, {**want, "stream": 1})
-    steps = {}     # step -> (wall s, CPU s, peak RSS MB so far); CPU is the process's, all threads
-
-    def timed(name, t0, c0):
-        steps[name] = (time.perf_counter() - t0, time.process_time() - c0, _peak_rss_mb())
-
+    clock = StepClock(client, log)
     if mp.augment == "none":
         aug = origin = None
     else:
         aug, origin = augment_step(X, mp.augment, int(p.seed), *layout)
-    t0, c0 = time.perf_counter(), time.process_time()
     atoms, feat = features_step(X, g, work, aug, mp.pca, int(p.augment_chunk_rows), log)
     del X
     D = dictionary_of(atoms, n, origin)
-    timed("features", t0, c0)
+    steps = clock.stop("features")
     if aug is not None:   # the copies are made inside the PCA and projection passes: their share, apart
         steps["augment"] = (aug.seconds, aug.cpu_seconds, feat.get("pca", (0, 0, _peak_rss_mb()))[2])
-    for name, v in feat.items():
-        steps[name] = v
-    t0, c0 = time.perf_counter(), time.process_time()
-    nb = knn_step(D, g, work, mp.n_neighbors, p.knn or "auto", int(p.seed), log)
-    timed("knn", t0, c0)
+    steps.update(feat)
+    nb = knn_step(D, g, work, mp.n_neighbors, p.knn or "auto", int(p.seed), int(p.chunk_cols), client=client,
+                  log=log)
+    clock.stop("knn")
     if mp.regularizer == "l2":
         lam = mp.lam or LAM_L2
     else:
         # as self_expression(None, ...): the rule sees the samples re-scaled by _samples (same bits)
         lam = mp.lam or ssc_lambda(D.atoms[:n], D, nb, mp.alpha)
-    t0, c0 = time.perf_counter(), time.process_time()
+    clock.start()      # lambda's seconds are not the coefficients'
     coef, its, conv, computed = coefficients_chunked(D, nb, mp.regularizer, lam, int(p.chunk_cols), work,
                                                      client=client, log=log, max_iter=mp.max_iter)
-    timed("coef", t0, c0)
+    clock.stop("coef")
     n_bad = int((~conv).sum())
     if n_bad:
         from bigclust.subspace.selfexpr import MAX_ITER
         warnings.warn(f"ADMM: {n_bad} of {n} columns reached max_iter={mp.max_iter or MAX_ITER} before the "
                       "primal and dual residuals fell below their tolerances", ConvergenceWarning, stacklevel=2)
-    t0, c0 = time.perf_counter(), time.process_time()
+    clock.start()
     W = affinity(fold_back(assemble(nb, coef, D), D))
-    timed("fold", t0, c0)
+    clock.stop("fold")
     total = len(resumable.chunk_bounds(n, int(p.chunk_cols)))
     with store.write("subspace", key, attrs) as out:
         write_csr(out, "K", W)

@@ -34,44 +34,46 @@ def warp_images(imgs, kinds, params, out):
     """
     n, h, w, nc = imgs.shape
     m = kinds.shape[0]
-    for i in prange(n):
+    # over (image, copy) pairs: a slice of a few large images keeps every thread busy
+    for ij in prange(n * m):
+        i = ij // m
+        j = ij - i * m
         img = imgs[i]
-        for j in range(m):
-            p0, p1, p2, p3, p4, p5 = (params[i, j, 0], params[i, j, 1], params[i, j, 2], params[i, j, 3],
-                                      params[i, j, 4], params[i, j, 5])
-            rot = kinds[j] == ROTATE
-            o = out[i, j]
-            for a in range(h):
-                for b in range(w):
-                    if rot:
-                        cy = p0 + a * p2
-                        cy = cy + b * p3
-                        cx = p1 + a * p4
-                        cx = cx + b * p5
-                    else:
-                        cy = (a + p0) * p2
-                        cx = (b + p1) * p3
-                    if not (cy >= 0.0 and cy <= h - 1 and cx >= 0.0 and cx <= w - 1):
-                        for ch in range(nc):
-                            o[a, b, ch] = 0.0
-                        continue
-                    y0 = int(cy)          # = floor: cy >= 0 here
-                    x0 = int(cx)
-                    # ndimage's order-1 weights: 1 - t, then 1 minus that (not t: it rounds differently)
-                    wy0 = 1.0 - (cy - y0)
-                    wx0 = 1.0 - (cx - x0)
-                    ty = 1.0 - wy0
-                    tx = 1.0 - wx0
-                    # a corner past the last row / column has weight 0: read the edge instead (same sum)
-                    y1 = min(y0 + 1, h - 1)
-                    x1 = min(x0 + 1, w - 1)
+        p0, p1, p2, p3, p4, p5 = (params[i, j, 0], params[i, j, 1], params[i, j, 2], params[i, j, 3],
+                                  params[i, j, 4], params[i, j, 5])
+        rot = kinds[j] == ROTATE
+        o = out[i, j]
+        for a in range(h):
+            for b in range(w):
+                if rot:
+                    cy = p0 + a * p2
+                    cy = cy + b * p3
+                    cx = p1 + a * p4
+                    cx = cx + b * p5
+                else:
+                    cy = (a + p0) * p2
+                    cx = (b + p1) * p3
+                if not (cy >= 0.0 and cy <= h - 1 and cx >= 0.0 and cx <= w - 1):
                     for ch in range(nc):
-                        t = 0.0
-                        t += img[y0, x0, ch] * wy0 * wx0
-                        t += img[y0, x1, ch] * wy0 * tx
-                        t += img[y1, x0, ch] * ty * wx0
-                        t += img[y1, x1, ch] * ty * tx
-                        o[a, b, ch] = t
+                        o[a, b, ch] = 0.0
+                    continue
+                y0 = int(cy)          # = floor: cy >= 0 here
+                x0 = int(cx)
+                # ndimage's order-1 weights: 1 - t, then 1 minus that (not t: it rounds differently)
+                wy0 = 1.0 - (cy - y0)
+                wx0 = 1.0 - (cx - x0)
+                ty = 1.0 - wy0
+                tx = 1.0 - wx0
+                # a corner past the last row / column has weight 0: read the edge instead (same sum)
+                y1 = min(y0 + 1, h - 1)
+                x1 = min(x0 + 1, w - 1)
+                for ch in range(nc):
+                    t = 0.0
+                    t += img[y0, x0, ch] * wy0 * wx0
+                    t += img[y0, x1, ch] * wy0 * tx
+                    t += img[y1, x0, ch] * ty * wx0
+                    t += img[y1, x1, ch] * ty * tx
+                    o[a, b, ch] = t
 
 
 @njit(parallel=True)

@@ -41,6 +41,7 @@ import numbers
 
 import numpy as np
 
+from bigclust._util import progress
 from bigclust._util.errors import DataError, UserError
 from bigclust.subspace.transforms import (TRANSFORMS, CallableAugment, call, copies_of, describe, draws, generator,
                                           image_shape_of, plan, transform_rows)
@@ -382,7 +383,8 @@ def augment(X, augment="coil20", *, image_shape=None, order=None, random_state=N
         X_aug, per = call(desc, X, shape, order, generator(random_state), dtype)
     else:
         p = plan(X.shape[0], desc, random_state)
-        X_aug, per = transform_rows(X, 0, X.shape[0], shape, order, p, dtype), p.per
+        with progress.bar(X.shape[0], f"augmentation ({p.per} copies of each image)", "image") as bar:
+            X_aug, per = transform_rows(X, 0, X.shape[0], shape, order, p, dtype, bar=bar), p.per
     return X_aug, np.repeat(np.arange(X.shape[0], dtype=np.int64), per)
 
 

@@ -13,12 +13,18 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
+from bigclust._util import progress
 from bigclust._util.errors import UserError
 from bigclust.subspace.augment import augment as augment_images, image_layout
 from bigclust.subspace.dictionary import build_dictionary, knn_dictionary
 from bigclust.subspace.features import image_features
 from bigclust.subspace.fold import affinity, fold_back
 from bigclust.subspace.selfexpr import self_expression
+
+
+#: the steps of :func:`subspace_affinity` (its ``info["steps"]``) and what its progress bar calls them
+_STEPS = {"augment": "augmentation", "features": "features (PCA) and dictionary", "knn": "dictionary kNN",
+          "coef": "coefficients", "fold": "fold back"}
 
 
 def _peak_rss_mb():
@@ -77,31 +83,40 @@ def subspace_affinity(X, *, regularizer="l1", n_neighbors=10, augment=None, imag
     """
     steps = {}     # step -> (wall s, CPU s of the process, all threads; its peak RSS in MB after the step)
     clock = [time.perf_counter(), time.process_time()]
+    # one bar over the steps, naming the one running: the PCA passes and the dictionary search run for
+    # seconds to minutes without a bar of their own (the augmentation and the ADMM show theirs under it);
+    # no total, as the steps take very different times (an ETA from their mean would mislead)
+    with progress.bar(None, "subspace affinity", "step") as bar:
+        def timed(name):
+            t, c = time.perf_counter(), time.process_time()
+            steps[name] = (t - clock[0], c - clock[1], _peak_rss_mb())
+            clock[:] = [t, c]
+            names = list(_STEPS)
+            if names.index(name) + 1 < len(names):   # the step now starting
+                bar.set_postfix_str(_STEPS[names[names.index(name) + 1]], refresh=False)
+            bar.update(1)
 
-    def timed(name):
-        t, c = time.perf_counter(), time.process_time()
-        steps[name] = (t - clock[0], c - clock[1], _peak_rss_mb())
-        clock[:] = [t, c]
-
-    X = np.asarray(X)
-    if augment is None:
-        X_aug = origin = None
-    else:
-        X_aug, origin = augment_images(X, augment, image_shape=image_shape, order=order, random_state=random_state)
-    timed("augment")
-    shape, order_ = image_layout(augment, image_shape, order)
-    X, X_aug = image_features(X, X_aug, features, image_shape=shape, order=order_, pca=pca)
-    D = build_dictionary(X, X_aug, origin)
-    del X_aug
-    timed("features")
-    seed = random_state if isinstance(random_state, (int, np.integer)) else 0
-    nb = None if n_neighbors is None else knn_dictionary(D, n_neighbors, method=knn_method, random_state=seed)
-    timed("knn")
-    C, sinfo = self_expression(None, D, nb, regularizer, lam, return_info=True, **solver_options)
-    timed("coef")
-    Cbar = fold_back(C, D)
-    W = affinity(Cbar)
-    timed("fold")
+        bar.set_postfix_str(_STEPS["augment"])
+        X = np.asarray(X)
+        if augment is None:
+            X_aug = origin = None
+        else:
+            X_aug, origin = augment_images(X, augment, image_shape=image_shape, order=order,
+                                           random_state=random_state)
+        timed("augment")
+        shape, order_ = image_layout(augment, image_shape, order)
+        X, X_aug = image_features(X, X_aug, features, image_shape=shape, order=order_, pca=pca)
+        D = build_dictionary(X, X_aug, origin)
+        del X_aug
+        timed("features")
+        seed = random_state if isinstance(random_state, (int, np.integer)) else 0
+        nb = None if n_neighbors is None else knn_dictionary(D, n_neighbors, method=knn_method, random_state=seed)
+        timed("knn")
+        C, sinfo = self_expression(None, D, nb, regularizer, lam, return_info=True, **solver_options)
+        timed("coef")
+        Cbar = fold_back(C, D)
+        W = affinity(Cbar)
+        timed("fold")
     if not return_info:
         return W
     return W, dict(dictionary=D, neighbors=nb, C=C, Cbar=Cbar, solver=sinfo, steps=steps)

@@ -227,18 +227,9 @@ def knn_dictionary(dictionary, n_neighbors, *, y=None, method="auto", random_sta
         If k exceeds the number of atoms some sample may use.
     """
     n = dictionary.n
-    if not (isinstance(n_neighbors, numbers.Integral) and n_neighbors >= 1):
-        raise UserError(f"n_neighbors={n_neighbors!r} must be a positive int")
-    k = int(n_neighbors)
-    yv = _check_labels(y, n)
-    allowed = n_admissible(dictionary, yv)
-    worst = int(np.argmin(allowed))
-    if k > allowed[worst]:
-        raise UserError(f"n_neighbors={k} exceeds the {allowed[worst]} atoms sample {worst} may use "
-                        f"(dictionary of {dictionary.n_atoms} minus itself, its augmentations and cannot-links)")
+    k, yv, lab = search_inputs(dictionary, n_neighbors, y)
     if method == "auto":
         method = "exact" if n <= EXACT_MAX_N else "pynndescent"
-    lab = atom_labels(dictionary, yv)
     if method == "exact":
         return _exact(dictionary, k, yv, lab, np.arange(n), block_bytes)
     if method == "pynndescent":
@@ -248,6 +239,27 @@ def knn_dictionary(dictionary, n_neighbors, *, y=None, method="auto", random_sta
         return _searched(dictionary, k, yv, lab, method, random_state, block_bytes)
     raise UserError(f"unknown kNN method {method!r}; expected auto, exact, pynndescent or one of "
                     f"{', '.join(m for m in KNN_METHODS if m not in ('auto', 'exact'))}")
+
+
+def search_inputs(dictionary, n_neighbors, y=None):
+    """``(k, y, atom labels)`` of a search, checked: a one-line :class:`UserError` when k exceeds the atoms
+    some sample may use."""
+    if not (isinstance(n_neighbors, numbers.Integral) and n_neighbors >= 1):
+        raise UserError(f"n_neighbors={n_neighbors!r} must be a positive int")
+    k = int(n_neighbors)
+    yv = _check_labels(y, dictionary.n)
+    allowed = n_admissible(dictionary, yv)
+    worst = int(np.argmin(allowed))
+    if k > allowed[worst]:
+        raise UserError(f"n_neighbors={k} exceeds the {allowed[worst]} atoms sample {worst} may use "
+                        f"(dictionary of {dictionary.n_atoms} minus itself, its augmentations and cannot-links)")
+    return k, yv, atom_labels(dictionary, yv)
+
+
+def n_candidates(dictionary, k):
+    """Other atoms a searched candidate list needs per atom: ``k + max|A(i)|``, enough to survive the
+    exclusion of i's copies (at most N - 1)."""
+    return min(dictionary.n_atoms - 1, k + int(np.diff(dictionary.aug_ptr).max(initial=0)))
 
 
 def _exact(dictionary, k, y, lab, rows, block_bytes):
@@ -307,10 +319,10 @@ def _nndescent(dictionary, k, y, lab, random_state, block_bytes):
     q = min(N - 1, k + int(np.diff(dictionary.aug_ptr).max(initial=0)) + 1)
     index = NNDescent(D, metric="euclidean", n_neighbors=q + 1, random_state=random_state, n_jobs=1,
                       compressed=True)
-    return _candidates_filtered(dictionary, index.neighbor_graph[0][:n], k, y, lab, block_bytes)
+    return candidates_filtered(dictionary, index.neighbor_graph[0][:n], k, y, lab, block_bytes)
 
 
-def _candidates_filtered(dictionary, cand, k, y, lab, block_bytes):
+def candidates_filtered(dictionary, cand, k, y, lab, block_bytes=32 << 20):
     """The first k admissible atoms of every original's candidate list (nearest first); the rows left with
     fewer than k (cannot-links, approximation misses) are searched exactly."""
     from bigclust.subspace._dictionary_numba import filter_candidates
@@ -336,8 +348,6 @@ def _searched(dictionary, k, y, lab, method, random_state, block_bytes):
     """
     from bigclust.algo.knn import knn_search
 
-    D = dictionary.atoms
-    n, N = dictionary.n, D.shape[0]
-    q = min(N - 1, k + int(np.diff(dictionary.aug_ptr).max(initial=0)))
-    ind, _ = knn_search(np.asarray(D, dtype=np.float32), q, method, random_state=random_state)
-    return _candidates_filtered(dictionary, ind[:n], k, y, lab, block_bytes)
+    q = n_candidates(dictionary, k)
+    ind, _ = knn_search(np.asarray(dictionary.atoms, dtype=np.float32), q, method, random_state=random_state)
+    return candidates_filtered(dictionary, ind[:dictionary.n], k, y, lab, block_bytes)

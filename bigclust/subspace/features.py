@@ -317,4 +317,14 @@ def features_after_augmentation(X, X_aug, n_components):
     allx = X if X_aug is None else Stacked(X, X_aug)
     mean, comps = pca_fit(allx, int(n_components))
     F = pca_transform(np.asarray(X, dtype=np.float64), mean, comps)
-    return F, (None if X_aug is None else pca_transform(np.asarray(X_aug, dtype=np.float64), mean, comps))
+    if X_aug is None:
+        return F, None
+    # the copies projected in row slices: a float64 copy of (float32) copies and its products would double a
+    # fit's peak memory.  Slices of at least 4096 rows give the one-shot product's bits (OpenBLAS rounds
+    # otherwise only on its small-matrix path, under ~100 rows; tests/test_subspace_augment_memory.py)
+    m = X_aug.shape[0]
+    cuts = np.linspace(0, m, max(1, m // 4096) + 1).astype(np.int64)
+    F_aug = np.empty((m, comps.shape[0]))
+    for r0, r1 in zip(cuts[:-1], cuts[1:]):
+        F_aug[r0:r1] = pca_transform(np.asarray(X_aug[r0:r1], dtype=np.float64), mean, comps)
+    return F, F_aug

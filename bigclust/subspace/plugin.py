@@ -287,9 +287,10 @@ def _build_subspace(ctx, src, inputs):
                                 knn=None if sc.get("knn", "auto") == "auto" else sc["knn"])]
 
 
-#: the steps whose wall and CPU seconds and peak RSS (MB, of the process, after the step) the stage records
-#: (``<step>_seconds``, ``<step>_cpu_seconds``, ``<step>_peak_rss_mb``): augment is the making of the copies
-#: (inside the PCA passes when streamed), pca the PCA fit, features the PCA and the atoms together
+#: the steps whose wall and CPU seconds and peak RSS (MB, after the step) the stage records (``<step>_seconds``,
+#: ``<step>_cpu_seconds``, ``<step>_peak_rss_mb``): augment is the making of the copies (inside the PCA passes
+#: when streamed), pca the PCA fit, features the PCA and the atoms together.  Streamed, CPU and RSS count the
+#: Dask workers that ran the step's chunks too (CPU summed, RSS of the largest process)
 STEPS = ("augment", "pca", "features", "knn", "coef", "fold")
 
 register_stage(StageDef("subspace", _build_subspace, subspace, "K",
@@ -460,7 +461,8 @@ register_section("subspace", {
     "chunk_cols": nonnegative_key(int, 0, sweep=False, added=True),
     "augment_chunk_rows": positive_key(int, 1000, sweep=False, added=True),   # source images per augmentation chunk
     # the dictionary kNN: "auto" = exact up to 20000 originals, NN-descent above; "ivf" / "ivf-rows":
-    # bigclust.algo.knn's inverted-file searches (no per-process compilation: the million-point path)
+    # bigclust.algo.knn's inverted-file searches (no per-process compilation: the million-point path;
+    # "ivf-rows" with chunk_cols > 0 in resumable chunks of chunk_cols atoms, Dask tasks)
     "knn": Key(str, "auto", lambda v: v in SUBSPACE_KNN, "one of " + ", ".join(map(repr, SUBSPACE_KNN)),
                sweep=False, added=True),
 }, after="method")

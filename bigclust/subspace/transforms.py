@@ -265,16 +265,35 @@ def warp_params(p: Plan, shape):
     return np.asarray(kinds, dtype=np.int64), np.ascontiguousarray(np.concatenate(blocks, axis=1))
 
 
-def transform_rows(X, r0, r1, shape, order, p: Plan, dtype, params=None):
+#: bytes of the float64 copies one kernel call makes: the copies are written into the output, in its dtype,
+#: a slice of images at a time, so an augmentation in memory holds them once (float32 input: 4 bytes a
+#: pixel) instead of beside a float64 array of all of them (10 000 MNIST digits x 10 copies: 627 MB)
+WARP_BYTES = 32 << 20
+
+
+def transform_rows(X, r0, r1, shape, order, p: Plan, dtype, params=None, bar=None):
     """Augmented rows of images r0..r1-1 of X (sample-major block) under the plan ``p`` (rows of all of X).
 
-    One kernel call for the chunk (:func:`bigclust.subspace._kernels.warp_images`): the copies of
-    :func:`transform_rows_ndimage` bit for bit.  ``params``: :func:`warp_params` of all of ``p``, when
-    the caller makes many chunks of one plan (the streamed passes).
+    One kernel call per slice of :data:`WARP_BYTES` of copies (:func:`bigclust.subspace._kernels.warp_images`;
+    every copy depends on its image only): the copies of :func:`transform_rows_ndimage` bit for bit.
+    ``params``: :func:`warp_params` of all of ``p``, when the caller makes many chunks of one plan (the
+    streamed passes); ``bar``: a progress bar (:mod:`bigclust._util.progress`) advanced by the images done.
     """
-    from bigclust.subspace._kernels import warp_images
     kinds, par = warp_params(p.rows(r0, r1), shape) if params is None else (params[0], params[1][r0:r1])
-    imgs = as_images(np.asarray(X[r0:r1], dtype=np.float64), shape, order)
+    out = np.empty(((r1 - r0) * p.per, int(np.prod(shape))), dtype=dtype)
+    step = max(1, WARP_BYTES // (8 * out.shape[1] * max(1, p.per)))
+    for a in range(r0, r1, step):
+        b = min(r1, a + step)
+        out[(a - r0) * p.per:(b - r0) * p.per] = _copies(X[a:b], shape, order, p.flip, kinds, par[a - r0:b - r0])
+        if bar is not None:
+            bar.update(b - a)
+    return out
+
+
+def _copies(rows, shape, order, flip, kinds, par):
+    """The float64 copies (sample-major rows) of the image rows ``rows``: the flip, then the warps."""
+    from bigclust.subspace._kernels import warp_images
+    imgs = as_images(np.asarray(rows, dtype=np.float64), shape, order)
     if imgs.ndim == 3:
         imgs = imgs[..., None]
     imgs = np.ascontiguousarray(imgs)
@@ -282,10 +301,9 @@ def transform_rows(X, r0, r1, shape, order, p: Plan, dtype, params=None):
     warped = np.empty((nb, kinds.size, h, w, c))
     if kinds.size:
         warp_images(imgs, kinds, par, warped)
-    copies = ([imgs[:, None, :, ::-1]] if p.flip else []) + [warped]
+    copies = ([imgs[:, None, :, ::-1]] if flip else []) + [warped]
     allc = np.concatenate(copies, axis=1) if len(copies) > 1 else warped    # (nb, per, h, w, c)
-    allc = allc.reshape((nb * p.per,) + tuple(shape))
-    return as_rows(allc, order).astype(dtype, copy=False)
+    return as_rows(allc.reshape((-1,) + tuple(shape)), order)
 
 
 def transform_rows_ndimage(X, r0, r1, shape, order, p: Plan, dtype):

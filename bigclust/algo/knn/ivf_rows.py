@@ -21,6 +21,12 @@ neighbours-of-neighbours pass (``knn = "ivf-rows"``).
    Recall of the probing alone falls slowly as n grows on mnist-1m (its near
    copies crowd each other), the neighbours' lists recover what it missed.
 
+Rows of more than :data:`PROJECT_ABOVE` dimensions (raw pixels) are searched
+in memory on their top principal components instead (:func:`knn_ivf_rows`): the
+same partition and per-row probes, each probed cell one vectorised sweep of
+the transposed projection (:mod:`bigclust.algo.knn._numba_proj`), and the
+candidates ranked by their distances in the full rows.
+
 Work per row is ``n_probe * ROWS_PER_CELL + k^2`` distances whatever n, and
 the result is a function of X, k, the settings and the seed only — not of the
 chunking nor of which process computes a chunk (each row's list is computed
@@ -44,8 +50,9 @@ ROWS_PER_CELL = 256
 #: 0.9960 at 250k, 0.9897 at 1M (0.64x the misses of 16, for 1.2x the CPU), about 0.973 at 8.1M by that trend
 DEFAULT_PROBE = 24
 #: cells each row searches in the projected search of high-dimensional rows (MNIST-70k raw pixels, k = 10,
-#: 3k candidates reranked: recall 0.987 with 16 against the exact lists)
-PROJECTED_PROBE = 16
+#: 3k candidates reranked, recall@10 on 2000 sampled rows against the exact lists: 8: 0.972, 10: 0.979,
+#: 12: 0.983, 16: 0.987; the search's time is proportional)
+PROJECTED_PROBE = 12
 #: centroids near a row's own cell among which it chooses its probes (and its cell, at assignment)
 NEAR_CENTROIDS = 256
 #: neighbours-of-neighbours passes after the probed search (each about 5% of the search's time; the second
@@ -287,8 +294,6 @@ def knn_ivf_rows(X, k, *, n_cells=0, n_probe=0, refine=None, random_state=0):
     those components hold :data:`PROJECT_MIN_VARIANCE` of the variance (else X
     is searched as it is, at d / PROJECT_DIM times the work).
     """
-    from bigclust.algo.knn._numba import refine_sort
-
     X = _dense(X)
     n, d = X.shape
     if d <= PROJECT_ABOVE:
@@ -301,13 +306,36 @@ def knn_ivf_rows(X, k, *, n_cells=0, n_probe=0, refine=None, random_state=0):
         ind, dist = knn_ivf_rows_lists(X, k + 1, n_cells=n_cells, n_probe=n_probe, refine=refine,
                                        random_state=random_state)
         return ind[:, 1:], dist[:, 1:] ** 2
-    kc = min(n, CANDIDATES_PER_K * k + 1)
-    refine = PROJECTED_REFINE if refine is None else refine
-    probe = n_probe or min(resolve(n, n_cells)[0], PROJECTED_PROBE)
-    cand = knn_ivf_rows_lists(Z, kc, n_cells=n_cells, n_probe=probe, refine=refine,
-                              random_state=random_state)[0][:, 1:]
+    C = resolve(n, n_cells)[0]
+    C, P, R = resolve(n, C, n_probe or min(C, PROJECTED_PROBE), PROJECTED_REFINE if refine is None else refine)
+    return _projected(X, Z, k, C, P, R, random_state)
+
+
+def _projected(X, Z, k, C, P, R, random_state):
+    """The k nearest other rows of X among ``CANDIDATES_PER_K * k`` candidates found in its projection Z.
+
+    The candidates come from :func:`bigclust.algo.knn._numba_proj.search_cells_t` (a row's probed cells as
+    vectorised sweeps over the transposed cell-sorted Z), then R neighbours-of-neighbours passes; they are
+    ranked by their distances in X (:func:`~bigclust.algo.knn._numba_proj.rerank_rows`), float64 for the k kept.
+    """
+    from bigclust.algo.knn._numba_proj import rerank_rows, search_cells_t
+
+    n = X.shape[0]
+    kc = min(n - 1, CANDIDATES_PER_K * k)
+    part = partition(Z, C, random_state=random_state)
+    Zs = Z[part.order]
     del Z
-    cand = np.ascontiguousarray(cand)
-    d2 = np.empty(cand.shape)
-    refine_sort(X, X, cand, d2)  # exact float64 distances in X, each row sorted by (distance, index)
-    return cand[:, :k], d2[:, :k]
+    ZsT = np.ascontiguousarray(Zs.T)
+    sqn = np.einsum("ij,ij->i", Zs, Zs)
+    cand = np.empty((n, kc), np.int64)
+    search_cells_t(Zs, ZsT, sqn, part.cent, part.graph, part.off, min(P, part.graph.shape[1]),
+                   int(np.diff(part.off).max()), cand)
+    del ZsT
+    if (cand < 0).any():  # a tiny input: rows whose nearby cells held fewer than kc others
+        cand = fill_missing(Zs, cand, np.zeros(cand.shape), 0)[0]
+    for _ in range(R):
+        cand = refine_rows(Zs, cand, 0, n)[0]
+    ind = np.empty((n, k), np.int64)
+    d2 = np.empty((n, k))
+    rerank_rows(X, part.order, cand, ind, d2)  # exact float64 distances in X, sorted by (distance, index)
+    return ind, d2
