@@ -31,6 +31,9 @@ def test_bench_subspace_json_keys_and_agreement():
     assert res["coil20_seconds"] is None and res["n"] == 200 and res["numba_all_converged"]
     assert res["max_abs_diff_numpy"] < 1e-9 and res["max_abs_diff_sklearn"] < 1e-6
     assert res["admm_speedup_vs_numpy"] > 0 and "load_avg_1min" in res["machine"]
+    # the one-thread ratio: the same FLOP model at the one-thread dgemm rate
+    assert res["floor_ratio_one_thread"] == pytest.approx(
+        res["columns_per_second_one_thread"] / (res["dgemm_gflops_one_thread"] * 1e9 / flops))
 
 
 def test_flop_model_at_the_issue_size():

@@ -19,7 +19,8 @@ Everything is measured in this run (ratios from one run; the machine may be load
     columns per second if every FLOP of the column (:data:`FLOP_MODEL`) ran at the dgemm rate of
     the kernel's own Gram product measured on the same threads in the same run
     (``floor_ratio``, interleaved with the kernel's runs so that both see the same load; the
-    ``*_cpu`` keys give the same ratios in CPU seconds, which a loaded machine moves far less),
+    ``*_cpu`` keys give the same ratios in CPU seconds, which a loaded machine moves far less;
+    the ``*_one_thread`` keys the kernel and the dgemm on one thread: see :func:`one_thread_floor`),
 
   all three solving the same columns to tight tolerances, so their solutions
   agree to 1e-6 (the largest differences are reported).  The references run on
@@ -169,6 +170,7 @@ def bench_admm(n=5000, k=50, d=100, repeats=3, n_ref=300, eps=1e-9, relax=None):
     # 2-thread kernel depends on how many cores the scheduler gives it, its CPU time far less
     cpu_cps, np_cpu_cps = n / runs["admm"].cpu, sub.size / np_run.cpu
     cpu_floor = gemm_flops / runs["gemm"].cpu / flops
+    one = one_thread_floor(lambda: admm(eps, eps, 100000), k, d, repeats)
     return {"n": n, "k": k, "d": d, "repeats": repeats, "n_ref": int(sub.size), "lam": lam, "relax": relax,
             "tight_tol": eps, "columns_per_second": cps, "numba_columns_per_s": cps,
             "flop_floor_columns_per_second": rate / flops, "floor_ratio": cps / (rate / flops),
@@ -184,7 +186,29 @@ def bench_admm(n=5000, k=50, d=100, repeats=3, n_ref=300, eps=1e-9, relax=None):
             "max_abs_diff_sklearn": float(max(np.abs(o - tight[i]).max() for o, i in zip(out_sk, sub))),
             "admm_speedup_vs_numpy": cps / np_cps, "admm_speedup_vs_sklearn_lasso": cps / sk_cps,
             "columns_per_cpu_second": cpu_cps, "flop_floor_columns_per_cpu_second": cpu_floor,
-            "floor_ratio_cpu": cpu_cps / cpu_floor, "admm_speedup_vs_numpy_cpu": cpu_cps / np_cpu_cps}
+            "floor_ratio_cpu": cpu_cps / cpu_floor, "admm_speedup_vs_numpy_cpu": cpu_cps / np_cpu_cps,
+            "columns_per_second_one_thread": n / one["admm"], "dgemm_gflops_one_thread": one["gflops"],
+            "floor_ratio_one_thread": n / one["admm"] / (one["gflops"] * 1e9 / flops),
+            "admm_speedup_vs_numpy_one_thread": n / one["admm"] / np_cps}
+
+
+def one_thread_floor(kernel, k, d, repeats):
+    """The kernel and the dgemm of its shape on ONE Numba thread, interleaved: medians (s, GFLOP/s).
+
+    Why beside the all-threads ratio: on a host whose logical CPUs share a core's load ports (SMT, or
+    a VM's vCPUs placed on sibling threads) a second thread adds far less to the kernel's small,
+    load-bound mat-vecs than to a register-blocked dgemm, so the all-threads ratio measures the host's
+    core sharing as much as the kernel; the one-thread ratio is the kernel's efficiency on one core.
+    """
+    import numba
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        gemm, gemm_flops = dgemm_rate(k, d, tasks=64)
+        runs = timed({"admm": kernel, "gemm": gemm}, repeats)
+    finally:
+        numba.set_num_threads(threads)
+    return {"admm": runs["admm"].median, "gflops": gemm_flops / runs["gemm"].median / 1e9}
 
 
 def load_coil20():
