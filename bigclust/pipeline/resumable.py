@@ -29,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+from bigclust.pipeline.memory import NeedsDisk, is_memory_path
+
 DONE = "done"
 
 
@@ -39,6 +41,8 @@ def say(msg: str):
 
 def work_dir(store_path, stage: str, key: str) -> Path:
     """The scratch folder of stage instance ``<stage>/<key>`` of the store at ``store_path``."""
+    if is_memory_path(store_path):   # resumable chunks are files: an estimator's fit goes to a store on disk
+        raise NeedsDisk(f"stage {stage} works in resumable chunks, which need a store on disk")
     return Path(store_path) / "work" / f"{stage}-{key}"
 
 
