@@ -53,7 +53,7 @@ def search_cells_t(Zs, ZsT, sqn, cent, graph, off, n_probe, max_rows, out_i):
 
     A row ranks the L centroids near its own cell by distance to itself and
     searches the rows of the nearest n_probe cells, as
-    :func:`bigclust.algo.knn._numba.search_probed` does; distances are
+    :func:`bigclust.algo.knn._numba_cells.search_cells` does; distances are
     ``|q|^2 + |b|^2 - 2 q.b`` in float32 (the candidates are ranked again in
     the full rows).
     """

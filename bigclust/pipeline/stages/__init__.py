@@ -147,6 +147,9 @@ def affinity(store_path, key, attrs, p: AffinityParams, *, client=None, **_):
                                   method=p.knn or "auto", return_gamma=True, n_cells=p.ivf_cells,
                                   n_probe=p.ivf_probe)
             write_csr(g, "K", K)
+            from bigclust.pipeline.stages.knn import knn_rule
+            if (rule := knn_rule(p, *X.shape)) is not None:  # the IVF rule resolved, checked on reuse
+                g.attrs["knn_rule"] = rule
         else:
             if p.kind == "gaussian":
                 gamma = resolve_gamma(X, p.gamma)
@@ -311,6 +314,8 @@ def _build_affinity(ctx: Context, src, inputs):
             search=(method if ivf else "exact") if knn and a["knn_chunk_rows"] else None,
             knn_chunk_rows=a["knn_chunk_rows"] if knn else 0,
             ivf_cells=a.get("ivf_cells", 0) if ivf else 0, ivf_probe=a.get("ivf_probe", 0) if ivf else 0))
+        from bigclust.pipeline.stages.knn import check_stored_rule
+        check_stored_rule(ctx.store, stage_key(out[-1]), out[-1])  # a graph of an older default rule: refused
     return out
 
 
