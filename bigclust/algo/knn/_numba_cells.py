@@ -8,7 +8,7 @@ its cell are d rank-one updates, no reduction), the choices are inverted
 into, for every probed cell, the rows that probe it, and each probed cell is
 scored against all of those rows at once: one (rows x d) x (d x cell rows)
 product through BLAS (sgemm), then ``|q|^2 + |b|^2 - 2 q.b`` and a screen of
-:data:`SCREEN` scores at a time before any heap work.  A cell's rows, and each
+:data:`~bigclust.algo.knn._numba_proj.SCREEN` scores at a time before any heap work.  A cell's rows, and each
 block they probe, are read once per cell instead of once per row.  (A fused
 Numba scoring of four rows at a time against the transposed block measured
 2.7-3.3 CPU s against BLAS's 1.6-1.9 on MNIST-70k PCA-50, 24 probes.)  The
@@ -22,32 +22,10 @@ import numpy as np
 from numba import prange
 
 from bigclust._util.jit import njit
-from bigclust.algo.knn._numba import _finish, _push, _sq_dist, _worse
-from bigclust.algo.knn._numba_proj import _top_probes
+from bigclust.algo.knn._numba import _finish, _push, _sq_dist
+from bigclust.algo.knn._numba_proj import _screen, _top_probes
 
 #: scores screened at once before any heap work (a branch-free count LLVM vectorises)
-SCREEN = 32
-
-
-@njit(inline="always")
-def _screen(buf, m, b0, q, hd, hi, k):
-    """Offer the scores ``buf[:m]`` of rows ``b0:b0 + m`` to row q's heap, skipping q itself."""
-    thr = hd[0]
-    for j0 in range(0, m, SCREEN):
-        j1 = min(m, j0 + SCREEN)
-        cnt = 0
-        for j in range(j0, j1):
-            cnt += buf[j] <= thr
-        if cnt == 0:
-            continue
-        for j in range(j0, j1):
-            r = b0 + j
-            if buf[j] > thr or r == q:
-                continue
-            dd = max(buf[j], np.float32(0.0))   # rounding on near-duplicates: the distance is 0
-            if _worse(hd[0], hi[0], dd, r):
-                _push(hd, hi, dd, r, k)
-                thr = hd[0]
 
 
 @njit(parallel=True, nogil=True, fastmath={"contract"})

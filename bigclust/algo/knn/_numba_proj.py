@@ -22,6 +22,27 @@ SCREEN = 32
 
 
 @njit(inline="always")
+def _screen(buf, m, b0, q, hd, hi, k):
+    """Offer the scores ``buf[:m]`` of rows ``b0:b0 + m`` to row q's heap, skipping q itself."""
+    thr = hd[0]
+    for j0 in range(0, m, SCREEN):
+        j1 = min(m, j0 + SCREEN)
+        cnt = 0
+        for j in range(j0, j1):
+            cnt += buf[j] <= thr
+        if cnt == 0:
+            continue
+        for j in range(j0, j1):
+            r = b0 + j
+            if buf[j] > thr or r == q:
+                continue
+            dd = max(buf[j], np.float32(0.0))   # rounding on near-duplicates: the distance is 0
+            if _worse(hd[0], hi[0], dd, r):
+                _push(hd, hi, dd, r, k)
+                thr = hd[0]
+
+
+@njit(inline="always")
 def _top_probes(cd, P, sel):
     """The P smallest entries of ``cd`` by (value, position) into ``sel[:P]``, ascending (insertion; P << L)."""
     m = 0
@@ -111,22 +132,7 @@ def search_cells_t(Zs, ZsT, sqn, cent, graph, off, n_probe, max_rows, out_i):
                     row = ZsT[f, b0:b1]
                     for j in range(m):
                         buf[j] += w * row[j]
-                thr = hd[0]
-                for j0 in range(0, m, SCREEN):
-                    j1 = min(m, j0 + SCREEN)
-                    cnt = 0
-                    for j in range(j0, j1):
-                        cnt += buf[j] <= thr
-                    if cnt == 0:
-                        continue
-                    for j in range(j0, j1):
-                        r = b0 + j
-                        if buf[j] > thr or r == q:
-                            continue
-                        dd = max(buf[j], np.float32(0.0))
-                        if _worse(hd[0], hi[0], dd, r):
-                            _push(hd, hi, dd, r, k)
-                            thr = hd[0]
+                _screen(buf, m, b0, q, hd, hi, k)
             out_i[q] = hi
 
 
