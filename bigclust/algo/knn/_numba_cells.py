@@ -23,7 +23,7 @@ from numba import prange
 
 from bigclust._util.jit import njit
 from bigclust.algo.knn._numba import _finish, _push, _sq_dist
-from bigclust.algo.knn._numba_proj import _screen, _top_probes
+from bigclust.algo.knn._numba_proj import _near_centroids, _screen, _top_probes
 
 #: scores screened at once before any heap work (a branch-free count LLVM vectorises)
 
@@ -54,16 +54,7 @@ def search_cells(Xs, cent, graph, off, c0, c1, p0, p1, n_probe, max_rows, out_i,
         nq = r1 - r0
         if nq <= 0:
             continue
-        CT = np.empty((d, L), np.float32)    # the centroids near c, transposed
-        sqc = np.empty(L, np.float32)
-        for a in range(L):
-            g = graph[c, a]
-            s = np.float32(0.0)
-            for f in range(d):
-                v = cent[g, f]
-                CT[f, a] = v
-                s += v * v
-            sqc[a] = s
+        CT, sqc = _near_centroids(cent, graph, c, d, L)   # the centroids near c, transposed
         # every row's probes (positions in graph[c]), and for every probed cell the rows probing it
         cdq = np.empty((nq, L), np.float32)
         sel = np.empty((nq, P), np.int64)

@@ -22,6 +22,22 @@ SCREEN = 32
 
 
 @njit(inline="always")
+def _near_centroids(cent, graph, c, d, L):
+    """``(CT, sqc)``: the L centroids ``graph[c]`` near cell c transposed (d, L), and their squared norms."""
+    CT = np.empty((d, L), np.float32)
+    sqc = np.empty(L, np.float32)
+    for a in range(L):
+        g = graph[c, a]
+        s = np.float32(0.0)
+        for f in range(d):
+            v = cent[g, f]
+            CT[f, a] = v
+            s += v * v
+        sqc[a] = s
+    return CT, sqc
+
+
+@njit(inline="always")
 def _screen(buf, m, b0, q, hd, hi, k):
     """Offer the scores ``buf[:m]`` of rows ``b0:b0 + m`` to row q's heap, skipping q itself."""
     thr = hd[0]
@@ -87,16 +103,7 @@ def search_cells_t(Zs, ZsT, sqn, cent, graph, off, n_probe, max_rows, out_i):
         a0, a1 = off[c], off[c + 1]
         if a1 == a0:
             continue
-        CT = np.empty((d, L), np.float32)    # the centroids near c, transposed
-        sqc = np.empty(L, np.float32)
-        for a in range(L):
-            g = graph[c, a]
-            s = np.float32(0.0)
-            for f in range(d):
-                v = cent[g, f]
-                CT[f, a] = v
-                s += v * v
-            sqc[a] = s
+        CT, sqc = _near_centroids(cent, graph, c, d, L)   # the centroids near c, transposed
         cd = np.empty(L, np.float32)
         sel = np.empty(L, np.int64)
         buf = np.empty(max_rows, np.float32)
