@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from bigclust.pipeline.memory import NeedsDisk, is_memory_path
+from bigclust.pipeline.scheduler import scattered
 
 DONE = "done"
 
@@ -146,8 +147,8 @@ def run_chunks(work, chunks, fn, args_of, *, shared=(), prefix: str = "", client
         while todo or pending:
             while todo and len(pending) < max(1, window):
                 i, a, b = todo.pop(0)
-                fut = client.submit(_run_chunk, fn, str(work), f"{prefix}{i}", a, b, *sent, *args_of(i, a, b),
-                                    pure=False)
+                own = [scattered(client, x) for x in args_of(i, a, b)]   # a chunk's atoms: 35 MiB at 1M
+                fut = client.submit(_run_chunk, fn, str(work), f"{prefix}{i}", a, b, *sent, *own, pure=False)
                 pending[fut] = i
             res = wait(list(pending), return_when="FIRST_COMPLETED")
             for fut in res.done:
