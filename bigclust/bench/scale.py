@@ -171,9 +171,9 @@ def graph_recall(store, done, m=None, seed=0) -> dict:
     from bigclust.pipeline.store import is_sparse
 
     keys = [key for (stage, key) in done if stage == "affinity"]
-    if not keys or "neighbors" not in store.open("affinity", keys[0]):
+    g = store.open("affinity", keys[0]) if keys else None
+    if g is None or "neighbors" not in g:
         return {}
-    g = store.open("affinity", keys[0])
     params = g.attrs["params"]
     src = store.open(params["src"], params["input"])
     if is_sparse(src, "X"):

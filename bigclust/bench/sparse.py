@@ -250,8 +250,8 @@ def bench_sparse(n=70000, k=10, gamma="median", n_init=10, sklearn_timeout=900.0
            "kmeans_note": f"k-means with n_init={n_init} restarts (scikit-learn's default is 10 too); "
                           "acc/nmi are of the lowest-inertia restart"}
     out["bbs_self_loops"] = self_loops
-    ours = in_child(sparse_ours, n=n, k=k, gamma=gamma, n_init=n_init, self_loops=self_loops, pca=pca, knn=knn,
-                    pca_solver=pca_solver)
+    ours_kw = dict(k=k, gamma=gamma, n_init=n_init, self_loops=self_loops, pca=pca, knn=knn, pca_solver=pca_solver)
+    ours = in_child(sparse_ours, n=n, **ours_kw)
     out.update({f"ours_{key}": v for key, v in ours.items()})
     sk = in_child(sparse_sklearn, timeout=sklearn_timeout, n=n, k=k, eigen_solver=sklearn_eigen_solver)
     out["sklearn_n"], out["sklearn_timed_out_full"] = n, sk is None
@@ -264,8 +264,7 @@ def bench_sparse(n=70000, k=10, gamma="median", n_init=10, sklearn_timeout=900.0
                                                     f"{sklearn_timeout:.0f} s; both run on the first {m} points")
         sk = (in_child(sparse_sklearn, timeout=sklearn_timeout, n=m, k=k, eigen_solver=sklearn_eigen_solver)
               or {"error": "timed out on subset too"})
-        sub = in_child(sparse_ours, n=m, k=k, gamma=gamma, n_init=n_init, self_loops=self_loops, pca=pca, knn=knn,
-                       pca_solver=pca_solver)
+        sub = in_child(sparse_ours, n=m, **ours_kw)
         out.update({f"ours_subset_{key}": v for key, v in sub.items()})
     out.update({f"sklearn_{key}": v for key, v in sk.items()})
     out["load_avg_after"] = load_avg()
