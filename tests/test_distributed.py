@@ -48,3 +48,20 @@ def test_local_cluster_scheduler_leaves_the_environment_as_it_was():
     with dask_client("local-cluster", 1) as client:
         assert client.submit(lambda: os.environ.get("OMP_NUM_THREADS")).result() == "1"  # the workers keep theirs
     assert dict(os.environ) == before
+
+
+def test_a_large_array_reaches_a_stage_task_without_dask_s_large_graph_warning():
+    # a stage's runtime arrays (the labels of 8.1M rows are 62 MiB) are scattered, not put in the task graph,
+    # where Dask warns above 10 MB on the user's terminal
+    import warnings
+
+    from bigclust.pipeline.scheduler import _submit
+    y = np.arange(2_000_000, dtype=np.int64)   # 16 MB
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            total = _submit(client, np.sum, y)
+            weighted = _submit(client, np.dot, y, b=y[::-1].copy())
+    assert total == y.sum() and weighted == np.dot(y, y[::-1])
+    assert not [w for w in caught if "large graph" in str(w.message)]

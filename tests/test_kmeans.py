@@ -98,6 +98,31 @@ def test_max_iter_and_tol_stop_with_consistent_labels(overlapping):
         np.testing.assert_allclose(d2.sum(), res.inertia[res.best], rtol=1e-10)
 
 
+def test_bounded_passes_match_full_reference():
+    # Hamerly's bounds skip most points after a few passes; whatever they skip, labels, pass counts and
+    # re-seeds must be the full pass's: many clusters in few blobs, random starts (later empty clusters)
+    rng = np.random.default_rng(0)
+    reseeded = skipped_runs = 0
+    for s in range(30):
+        n, d, k = int(rng.integers(60, 400)), int(rng.integers(1, 4)), int(rng.integers(2, 13))
+        X = np.round(rng.standard_normal((n, d)) * rng.uniform(0.5, 3.0), 1)  # repeated rows: empty clusters
+        X[: n // 3] += 8.0
+        C0 = init_centers(X, k, [s, s + 100], "random" if s % 2 else "k-means++")
+        max_iter = int(rng.integers(2, 200))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = kmeans(X, k, n_init=2, init=C0, max_iter=max_iter)
+        for r in range(2):
+            lab, inertia, n_iter, C, n_empty = reference_lloyd(X, C0[r], max_iter)
+            np.testing.assert_array_equal(res.labels[r], lab)
+            np.testing.assert_allclose(res.inertia[r], inertia, rtol=1e-10)
+            assert res.n_iter[r] == n_iter
+            reseeded += n_empty
+            skipped_runs += n_iter > 4
+        assert res.n_empty_reseeded == sum(reference_lloyd(X, C0[r], max_iter)[4] for r in range(2))
+    assert reseeded > 0 and skipped_runs > 10  # the cases exercise re-seeding and long runs
+
+
 def test_kmeanspp_distinct_centres_from_data(overlapping):
     X = overlapping
     C = init_centers(X, 6, np.arange(20))

@@ -116,3 +116,21 @@ def test_product_form_and_transpose_are_canonical():
     np.testing.assert_allclose(ops.tmatmul(C, np.ones((70, 2)), T), X.T @ np.ones((70, 2)), rtol=1e-13)
     np.testing.assert_allclose(ops.tmatmul(X, M[:, :2].repeat(3, 0)[:70]), X.T @ M[:, :2].repeat(3, 0)[:70],
                                rtol=1e-13)
+
+
+@pytest.mark.parametrize("k", [6, 16])   # M of 0.43 MB (no prefetches) and 1.15 MB (prefetched rows)
+def test_csr_product_sums_each_entry_in_stored_order(k):
+    """The CSR product is the row loop over the nonzeros in stored order, bit for bit, whether or not the
+    kernel prefetches the gathered rows of M (it does only when M outgrows the cache)."""
+    from bigclust.nmf import _numba
+
+    X = sp.random(60, 9000, density=0.006, format="csr", random_state=3)
+    X.data += 0.1
+    C = ops.product_form(X.toarray())
+    M = np.random.default_rng(1).random((9000, k))
+    assert (M.nbytes > _numba._PREFETCH_BYTES) == (k == 16)
+    ref = np.zeros((60, k))
+    for i in range(60):
+        for p in range(C.indptr[i], C.indptr[i + 1]):
+            ref[i] = ref[i] + C.data[p] * M[C.indices[p]]
+    assert np.array_equal(ops.matmul(C, M), ref)

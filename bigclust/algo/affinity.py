@@ -86,8 +86,8 @@ def _dense_block(X, sqn, r0, r1, T, kind, gamma, dtype):
     return G.astype(dtype, copy=False)
 
 
-def dense_kernel(X, kind="gaussian", gamma="median", *, dtype=np.float64, block_bytes=64 << 20):
-    """A dense kernel matrix as a lazy Dask array of row blocks.
+def dense_kernel(X, kind="gaussian", gamma="median", *, dtype=np.float64, block_bytes=64 << 20, lazy=True):
+    """A dense kernel matrix as a lazy Dask array of row blocks (``lazy=False``: the same blocks into an ndarray).
 
     Parameters
     ----------
@@ -106,10 +106,13 @@ def dense_kernel(X, kind="gaussian", gamma="median", *, dtype=np.float64, block_
         Storage type of the result; blocks are computed in float64.
     block_bytes : int, default 64 MiB
         Size of one row block of the result, which sets the rows per Dask chunk.
+    lazy : bool, default True
+        False: compute the blocks here, one after the other, into an ndarray (equal to the bit; Dask is not
+        imported: an estimator's in-memory fit).
 
     Returns
     -------
-    dask.array.Array, shape (n, n), chunks (rows, n)
+    dask.array.Array, shape (n, n), chunks (rows, n); ndarray if ``lazy=False``
         Exactly symmetric, and the same to the last bit whatever ``block_bytes``
         (see :func:`_gram_rows`); rows per block are a multiple of
         :func:`gram_tile` when the budget allows one tile.
@@ -127,9 +130,6 @@ def dense_kernel(X, kind="gaussian", gamma="median", *, dtype=np.float64, block_
      [0.368 1.    0.007]
      [0.018 0.007 1.   ]]
     """
-    import dask
-    import dask.array as da
-
     if kind not in DENSE_KINDS:
         raise UserError(f"unknown dense affinity {kind!r}; expected one of {', '.join(DENSE_KINDS)}")
     if kind == "gaussian":
@@ -152,6 +152,14 @@ def dense_kernel(X, kind="gaussian", gamma="median", *, dtype=np.float64, block_
         Xp = np.zeros((-(-n // T) * T, X.shape[1]))
         Xp[:n] = X
         X = Xp
+    if not lazy:
+        K = np.empty((n, n), dtype=dtype)
+        for r0 in range(0, n, rows):
+            K[r0:r0 + rows] = _dense_block(X, sqn, r0, min(n, r0 + rows), T, kind, float(gamma), dtype)
+        return K
+    import dask
+    import dask.array as da
+
     Xd = dask.delayed(X, pure=True)
     sq = dask.delayed(sqn, pure=True)
     blocks = []

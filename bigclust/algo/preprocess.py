@@ -253,7 +253,12 @@ def pca_fit_streamed(chunks, n_components, *, transform=None, return_variance=Fa
     S, s = tot[:d * d].reshape(d, d), tot[d * d:d * d + d]
     dm = s / n                                    # mean of the shifted rows
     cov = (S - n * np.outer(dm, dm)) / max(1, n - 1)
-    w, V = np.linalg.eigh((cov + cov.T) / 2)
+    # one BLAS thread: a d x d eigh is small (784: 0.12 CPU s), two OpenBLAS threads spin-wait on a busy
+    # machine (6.3 CPU s under load) and give other last bits than one, so the components would depend on
+    # the machine's thread count
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=1, user_api="blas"):
+        w, V = np.linalg.eigh((cov + cov.T) / 2)
     order = np.argsort(w)[::-1][:n_components]
     return _finish(shift + dm, V[:, order].T.copy(), np.maximum(w[order], 0), return_variance)
 

@@ -106,10 +106,12 @@ def bench_ooc(**params):
               help="BBS-dual's support ([bbs] self_loops); 'keep' is the behaviour before issue 13.")
 @click.option("--pca", default=50, show_default=True, type=click.IntRange(min=0),
               help="Ours: PCA components before the kNN search ([preprocess] pca); 0 = raw pixels.")
+@click.option("--pca-solver", default="randomized", show_default=True, type=click.Choice(["randomized", "covariance"]),
+              help="Ours: [preprocess] pca_solver ('covariance': exact, one pass over the rows).")
 @click.option("--knn", default="auto", show_default=True,
               help="Ours: the kNN search ([affinity] knn: auto, exact, approx, ivf, pynndescent, hnswlib, faiss).")
 def bench_sparse(n, k, gamma, n_init, sklearn_timeout, sklearn_subset, sklearn_eigen_solver, bbs_self_loops,
-                 pca, knn):
+                 pca, pca_solver, knn):
     """MNIST end to end on a sparse kNN affinity (SK, BBS-dual) beside scikit-learn."""
     from bigclust.algo.knn import check_method
     check_method(knn)
@@ -119,7 +121,8 @@ def bench_sparse(n, k, gamma, n_init, sklearn_timeout, sklearn_subset, sklearn_e
         except ValueError:
             raise UserError(f"--gamma must be a number or 'median', got {gamma!r}") from None
     return dict(n=n, k=k, gamma=gamma, n_init=n_init, sklearn_timeout=sklearn_timeout, sklearn_subset=sklearn_subset,
-                sklearn_eigen_solver=sklearn_eigen_solver, self_loops=bbs_self_loops, pca=pca, knn=knn)
+                sklearn_eigen_solver=sklearn_eigen_solver, self_loops=bbs_self_loops, pca=pca, knn=knn,
+                pca_solver=pca_solver)
 
 
 @_command("knn")

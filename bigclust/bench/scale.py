@@ -15,6 +15,11 @@ Workers of a remote scheduler (``tcp://``) are not children and not sampled.
 squares; :func:`scale_result` assembles the JSON and :func:`plot` the log-log
 figure.  Timings are medians over ``repeats``; the load average before and
 after every size is recorded beside them (``load_before`` / ``load_after``).
+
+Each size also records the recall of its stored kNN graph (:func:`graph_recall`):
+``knn_recall_at_10`` on ``knn_recall_sample`` rows drawn by a seeded RNG, against
+their exact lists (:func:`bigclust.algo.knn.knn_recall`, one streamed pass over
+the PCA rows), and the CPU seconds of that pass, outside the stages' timings.
 """
 from __future__ import annotations
 
@@ -107,7 +112,8 @@ def _config(base: dict, folder: Path, tags):
 
 def run_size(n, base_config, client, folder: Path, *, tags=tuple(METHODS), root=None, log=None,
              dataset="mnist-1m"):
-    """One pipeline run on the first n rows of ``dataset``; returns (seconds per stage, peaks, scores)."""
+    """One pipeline run on the first n rows of ``dataset``; returns (seconds per stage, peak RSS per stage, its
+    sum over processes, scores, peak RSS per process, the recall of its kNN graph: :func:`graph_recall`)."""
     from bigclust.report import tables as report
     from bigclust.datasets.registry import open_mnist1m
     from bigclust.pipeline.methods import get as get_method
@@ -145,7 +151,40 @@ def run_size(n, base_config, client, folder: Path, *, tags=tuple(METHODS), root=
         pk = peak.pop(f"embed_{tag}", 0)
         peak[f"normalize_{tag}"] = peak[f"eigen_{tag}"] = pk
         peak_sum[f"normalize_{tag}"] = peak_sum[f"eigen_{tag}"] = peak_sum.pop(f"embed_{tag}", 0)
-    return sec, peak, peak_sum, scores, peaks.per_process
+    # after the timed stages and outside their RSS peaks: a measurement of the graph, not a stage of the run
+    return sec, peak, peak_sum, scores, peaks.per_process, graph_recall(store, runner.done)
+
+
+def graph_recall(store, done, m=None, seed=0) -> dict:
+    """recall@k of the kNN graph that a run stored (``affinity/<key>/neighbors``), on m sampled rows.
+
+    The graph's lists hold each row first, then its k - 1 nearest others (k = ``n_neighbors``): recall@k
+    counts the row itself, as the graph does (:func:`bigclust.algo.knn.knn_recall`; the recall of the
+    k - 1 others is ``(k r - 1) / (k - 1)``).  The exact lists come from one streamed pass over the stage's
+    input rows (the PCA rows), read by zarr chunk.  Returns ``{"recall", "k", "sample", "cpu_seconds",
+    "seconds"}``; empty when the run kept no neighbour lists (an in-memory kNN affinity stores only K).
+    """
+    import time
+
+    from bigclust.algo.knn import knn_recall, sample_rows
+    from bigclust.algo.knn.sample_recall import SAMPLE
+    from bigclust.pipeline.store import is_sparse
+
+    keys = [key for (stage, key) in done if stage == "affinity"]
+    g = store.open("affinity", keys[0]) if keys else None
+    if g is None or "neighbors" not in g:
+        return {}
+    params = g.attrs["params"]
+    src = store.open(params["src"], params["input"])
+    if is_sparse(src, "X"):
+        return {}
+    X, nbr = src["X"], g["neighbors"]
+    sample = sample_rows(X.shape[0], min(SAMPLE if m is None else m, X.shape[0]), seed)
+    lists = np.asarray(nbr.oindex[sample] if hasattr(nbr, "oindex") else nbr[...][sample])
+    c0, w0 = time.process_time(), time.perf_counter()
+    r = knn_recall(X, lists, sample)
+    return {"recall": r, "k": int(lists.shape[1]), "sample": int(sample.size),
+            "cpu_seconds": time.process_time() - c0, "seconds": time.perf_counter() - w0}
 
 
 # -- fitting and the result ----------------------------------------------------------------------
@@ -214,6 +253,18 @@ def plot(res: dict, path):
     plt.close(fig)
 
 
+def _recall_lines(res: dict) -> list:
+    """recall@k of each size's kNN graph and its CPU seconds (absent from results written before they were)."""
+    r = res.get("knn_recall_at_10") or []
+    if not any(v is not None for v in r):
+        return []
+    k = next(v for v in res.get("knn_recall_k", []) + [10] if v is not None)
+    m = next(v for v in res.get("knn_recall_sample", []) + ["?"] if v is not None)
+    cell = lambda v, f: f"{'-':>10}" if v is None else f"{v:>10{f}}"  # noqa: E731
+    return [f"{f'recall@{k} ({m} rows)':<20}" + "".join(cell(v, ".4f") for v in r),
+            f"{'  its CPU seconds':<20}" + "".join(cell(v, ".1f") for v in res.get("knn_recall_cpu_seconds", []))]
+
+
 def format_report(res: dict) -> str:
     """The machine, then seconds and peak RSS (GB) per stage per n, and the slopes, as text."""
     GB = 1e9
@@ -224,6 +275,7 @@ def format_report(res: dict) -> str:
         s = res["slopes"].get(st)
         lines.append(f"{st:<20}" + "".join(f"{t:>10.2f}" for t in ts) + (f"{s:>8.2f}" if s is not None else ""))
     lines.append(f"{'total':<20}" + "".join(f"{t:>10.2f}" for t in res["total_seconds"]))
+    lines += _recall_lines(res)
     lines += ["", f"{'peak RSS GB (1 proc)':<20}" + "".join(f"{a:>10}" for a in n)]
     for st, ps in res["peak_rss_bytes"].items():
         lines.append(f"{st:<20}" + "".join(f"{p / GB:>10.2f}" for p in ps))
@@ -288,11 +340,17 @@ def bench_scale(sizes=None, *, dataset=None, methods=tuple(METHODS), repeats=1, 
                           else "exact, chunked (bigclust.pipeline.stages.knn.neighbors_of_rows)")}
             | {key: base["affinity"][key] for key in ("knn", "ivf_cells", "ivf_probe") if key in base["affinity"]},
             "rss_note": "peak_rss_bytes: largest RSS of one process (this one or a local-cluster worker) while the "
-                        "stage ran; normalize_* and eigen_* share the embed stage's peak"}
+                        "stage ran; normalize_* and eigen_* share the embed stage's peak",
+            "knn_recall_note": "knn_recall_at_10: recall@k (k = knn_recall_k, the graph's n_neighbors) of the stored "
+                               "graph's lists (each row first, then its k - 1 nearest others) on knn_recall_sample "
+                               "seeded rows against their exact lists (bigclust.algo.knn.knn_recall: a neighbour "
+                               "within 1e-6 of the exact k-th distance counts); the k - 1 others' recall is "
+                               "(k r - 1) / (k - 1)"}
     stages = list(stage_names(tags))
     seconds = {s: [] for s in stages}
     peak, peak_sum = {s: [] for s in stages}, {s: [] for s in stages}
     done_n, scores, per_process, loads = [], {}, {}, {"load_before": [], "load_after": []}
+    recall = {key: [] for key in ("knn_recall_at_10", "knn_recall_sample", "knn_recall_k", "knn_recall_cpu_seconds")}
     # --workdir with --keep: stores at fixed places, so the same command resumes a killed run (finished
     # stages are skipped and the kNN stage recomputes only its unfinished chunks); else a fresh folder
     if workdir is not None and keep:
@@ -318,11 +376,14 @@ def bench_scale(sizes=None, *, dataset=None, methods=tuple(METHODS), repeats=1, 
                     peak[s].append(max(run[1].get(s, 0) for run in runs))
                     peak_sum[s].append(max(run[2].get(s, 0) for run in runs))
                 loads["load_after"].append(load_avg()[0])
+                for key, name in (("recall", "knn_recall_at_10"), ("sample", "knn_recall_sample"),
+                                  ("k", "knn_recall_k"), ("cpu_seconds", "knn_recall_cpu_seconds")):
+                    recall[name].append(runs[0][5].get(key))   # the first repeat's graph (the others: the same)
                 scores[n] = runs[0][3]
                 per_process[n] = runs[-1][4]
                 done_n.append(n)
                 res = scale_result(done_n, seconds, peak, peak_rss_sum=peak_sum,
-                                   extra={**head, "load_avg_1min_now": load_avg()[0], **loads,
+                                   extra={**head, "load_avg_1min_now": load_avg()[0], **loads, **recall,
                                           "scores": scores, "per_process_peak_rss_bytes": per_process})
                 (out / "scale.json").write_text(json.dumps(res, indent=1, default=float))
                 plot(res, out / "scale.png")

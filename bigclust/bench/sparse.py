@@ -137,13 +137,15 @@ def _normalized_clustering(name, norm, K, y, n_clusters, n_init, res):
         res[f"{name}_cpu_seconds_{p}"] for p in ("normalize", "embed", "kmeans"))
 
 
-def sparse_ours(n, k, gamma, n_init, n_clusters=10, self_loops="zero", pca=50, knn="auto"):
+def sparse_ours(n, k, gamma, n_init, n_clusters=10, self_loops="zero", pca=50, knn="auto", pca_solver="randomized"):
     """kNN affinity, SK and BBS-dual on it, embedding, k-means, scores: times per phase and peak RSS.
 
     The pipeline's ``[preprocess] pca`` and ``[affinity] knn``: ``pca``
-    components (0: search the raw pixels) from the streamed randomised PCA,
-    then the kNN search ``knn`` (:func:`bigclust.algo.knn.resolve_method`; its
-    libraries on one thread, as in the pipeline).  ``self_loops``: BBS's
+    components (0: search the raw pixels) by ``pca_solver`` (``[preprocess]
+    pca_solver``: the randomised default, or the exact one-pass
+    ``covariance`` of ``pipelines/scale/mnist-8m.toml``), then the kNN search
+    ``knn`` (:func:`bigclust.algo.knn.resolve_method`; its libraries on one
+    thread, as in the pipeline).  ``self_loops``: BBS's
     support (:func:`bigclust.normalize.bbs`; "keep" is the behaviour before
     issue 13).  The graph diagnostics of :func:`graph_stats` are computed
     outside the timed phases.
@@ -159,7 +161,8 @@ def sparse_ours(n, k, gamma, n_init, n_clusters=10, self_loops="zero", pca=50, k
         res["seconds_load"] = loaded.median
         res["pca"], res["seconds_pca"], res["cpu_seconds_pca"] = int(pca), 0.0, 0.0
         if pca:
-            projected = timed(lambda: pca_transform(X, *pca_fit(X, pca)).astype(np.float32))
+            res["pca_solver"] = pca_solver
+            projected = timed(lambda: pca_transform(X, *pca_fit(X, pca, solver=pca_solver)).astype(np.float32))
             X, res["seconds_pca"], res["cpu_seconds_pca"] = projected.result, projected.median, projected.cpu
         res["knn"] = resolve_method(knn, *X.shape)
         graph = timed(lambda: _knn_affinity(X, k, gamma, knn, res))
@@ -221,7 +224,7 @@ def speedups(out, timeout):
 
 
 def bench_sparse(n=70000, k=10, gamma="median", n_init=10, sklearn_timeout=900.0, sklearn_subset=20000,
-                 sklearn_eigen_solver="amg", self_loops="zero", pca=50, knn="auto"):
+                 sklearn_eigen_solver="amg", self_loops="zero", pca=50, knn="auto", pca_solver="randomized"):
     """End to end on MNIST with a sparse kNN affinity, beside scikit-learn's SpectralClustering.
 
     Each pipeline runs in its own spawned process so that its peak RSS is its
@@ -229,7 +232,7 @@ def bench_sparse(n=70000, k=10, gamma="median", n_init=10, sklearn_timeout=900.0
     stopped and run again (with ours, for comparison) on the first
     ``sklearn_subset`` points.  ``pca`` / ``knn``: ours searches the
     neighbours after PCA to ``pca`` dimensions (0: raw pixels) with the search
-    ``knn``, as ``[preprocess] pca`` and ``[affinity] knn`` do in the pipeline;
+    ``knn``, as ``[preprocess] pca`` (and ``pca_solver``) and ``[affinity] knn`` do in the pipeline;
     scikit-learn gets the raw pixels, as its users call it (its exact kNN graph of 784-d rows is most of its
     time).  ``speedup_<sk|bbs_dual>_vs_sklearn`` compare the full n only (our seconds without loading, as
     scikit-learn's fit is timed); after a time-out ``..._at_least`` holds the lower bound ``timeout / ours``
@@ -247,7 +250,8 @@ def bench_sparse(n=70000, k=10, gamma="median", n_init=10, sklearn_timeout=900.0
            "kmeans_note": f"k-means with n_init={n_init} restarts (scikit-learn's default is 10 too); "
                           "acc/nmi are of the lowest-inertia restart"}
     out["bbs_self_loops"] = self_loops
-    ours = in_child(sparse_ours, n=n, k=k, gamma=gamma, n_init=n_init, self_loops=self_loops, pca=pca, knn=knn)
+    ours_kw = dict(k=k, gamma=gamma, n_init=n_init, self_loops=self_loops, pca=pca, knn=knn, pca_solver=pca_solver)
+    ours = in_child(sparse_ours, n=n, **ours_kw)
     out.update({f"ours_{key}": v for key, v in ours.items()})
     sk = in_child(sparse_sklearn, timeout=sklearn_timeout, n=n, k=k, eigen_solver=sklearn_eigen_solver)
     out["sklearn_n"], out["sklearn_timed_out_full"] = n, sk is None
@@ -260,7 +264,7 @@ def bench_sparse(n=70000, k=10, gamma="median", n_init=10, sklearn_timeout=900.0
                                                     f"{sklearn_timeout:.0f} s; both run on the first {m} points")
         sk = (in_child(sparse_sklearn, timeout=sklearn_timeout, n=m, k=k, eigen_solver=sklearn_eigen_solver)
               or {"error": "timed out on subset too"})
-        sub = in_child(sparse_ours, n=m, k=k, gamma=gamma, n_init=n_init, self_loops=self_loops, pca=pca, knn=knn)
+        sub = in_child(sparse_ours, n=m, **ours_kw)
         out.update({f"ours_subset_{key}": v for key, v in sub.items()})
     out.update({f"sklearn_{key}": v for key, v in sk.items()})
     out["load_avg_after"] = load_avg()

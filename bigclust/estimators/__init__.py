@@ -1,9 +1,11 @@
 """scikit-learn estimators over the pipeline's own code path, found by name.
 
-``SpectralClustering(...).fit_predict(X)`` runs exactly what ``bigclust pipeline run`` runs -- ingest into
-a zarr store, preprocess, the method's stages -- on a temporary store that is deleted after the fit, so
-for the same data, parameters and seed its labels equal the pipeline's (``tests/test_estimators.py``).
-The data are streamed into the store in row chunks (a Dask array is computed one block at a time).
+``SpectralClustering(...).fit_predict(X)`` runs exactly what ``bigclust pipeline run`` runs -- ingest,
+preprocess, the method's stages -- so for the same data, parameters and seed its labels equal the
+pipeline's (``tests/test_estimators.py``).  NumPy and scipy.sparse data whose run fits ``max_memory`` run
+on a store held in memory (:mod:`bigclust.pipeline.memory`: no files, neither zarr nor Dask imported);
+a Dask array, a larger run or a ``scheduler`` runs on a temporary zarr store deleted after the fit, the
+data streamed into it in row chunks.  Both give the same labels to the bit (``tests/test_estimator_inmemory.py``).
 
 Each family's estimator lives in its own folder (``bigclust/<family>/estimator.py``, on
 :class:`PipelineEstimator`, the one ``fit`` template of :mod:`bigclust.estimators._base`) and its plug-in

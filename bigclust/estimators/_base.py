@@ -3,10 +3,11 @@
 ``fit(X)`` checks X (:mod:`bigclust.estimators._data`) and the parameters against the config keys they
 stand for (:mod:`bigclust.estimators._params`), builds the one config point the estimator stands for,
 lets the method's own chain refuse what it refuses (its cross-parameter rules, said once, in its
-plug-in), then runs exactly what ``bigclust pipeline run`` runs -- ingest into a zarr store,
-preprocess, the method's stages -- on a temporary store that is deleted after the fit, so for the same
-data, parameters and seed its labels equal the pipeline's.  All-zero rows, which no method can place,
-are left out of the run and labelled -1 (for the estimators that say so).
+plug-in), then runs exactly what ``bigclust pipeline run`` runs -- ingest, preprocess, the method's
+stages -- so for the same data, parameters and seed its labels equal the pipeline's: on a memory store
+(:mod:`bigclust.pipeline.memory`) when X is in memory and the run fits ``max_memory`` (:func:`_in_memory`),
+else on a temporary zarr store deleted after the fit.  All-zero rows, which no method can place, are
+left out of the run and labelled -1 (for the estimators that say so).
 
 A family's estimator supplies only what differs: its parameters (:attr:`PipelineEstimator._parameters`),
 its config sections (:meth:`~PipelineEstimator._sections`), the arrays it reads from the store
@@ -224,49 +225,70 @@ def _in_estimator_words(est):
         raise type(e)(msg if msg.startswith(name) else f"{name}: {msg}") from None
 
 
+#: whether a fit may run in-memory data on a memory store (:func:`_in_memory`); False: always a temporary
+#: zarr store (the tests compare the two paths)
+IN_MEMORY = True
+
+
 def _run(raw_config: dict, X, scheduler, y, fetch: dict) -> FitResult:
-    """Run the one method of a config dict on the array X in a temporary store (``y``: int64 labels stored
-    with X, -1 = unlabelled)."""
+    """Run the one method of a config dict on the array X (``y``: int64 labels stored with X, -1 = unlabelled):
+    on a memory store when X is in memory and the run fits ``max_memory`` in memory (:func:`_in_memory`),
+    else -- or when a step of the run needs files after all -- in a temporary zarr store."""
     from bigclust.pipeline.checks import check_allocations
     from bigclust.pipeline.config import from_dict
+    from bigclust.pipeline.memory import NeedsDisk, memory_store
     from bigclust.pipeline.methods import get as get_method
-    from bigclust.pipeline.runner import Runner, dask_client, instances
-    from bigclust.pipeline.store import Store, read_matrix
+
+    cfg = from_dict(raw_config, "<estimator>")
+    (point,) = list(cfg.points())
+    # sizes that would reach one huge allocation (n_init = 1e9): refused as the pipeline refuses them
+    check_allocations(cfg, point, X.shape[0], X.shape[1], point["cluster"]["n_clusters"])
+    method = get_method(cfg.methods[0])
+    if method.check is not None:
+        # the family's checks of what n and max_memory allow (a solver that cannot stream a kernel beyond
+        # it), as check_sizes calls them before a run's ingest; X's width as unknown (-1): the estimator
+        # checks it itself (_check_data), in its own words and alike for n_clusters=1
+        method.check(method.make(point[method.name]), point, X.shape[0], -1)
+    if _in_memory(cfg, point, method, X, scheduler):
+        try:
+            with memory_store() as store:
+                return _run_on(store, cfg, point, method, X, None, y, fetch)
+        except NeedsDisk:   # an out-of-core step after all: the run again, on disk
+            pass
+    return _run_on_disk(cfg, point, method, X, scheduler, y, fetch)
+
+
+def _in_memory(cfg, point, method, X, scheduler) -> bool:
+    """Whether the run can hold its arrays in memory: X in memory (not Dask), no cluster to share a store
+    with, and ``max_memory`` holding two float32 copies of X (ingested, preprocessed) beside the user's and,
+    when the chain builds a dense kernel, two float64 n x n arrays (the condition under which every
+    consumer of a dense kernel works in memory, :mod:`bigclust._util.plan`)."""
+    import scipy.sparse as sp
+
+    from bigclust.algo.affinity import DENSE_KINDS
+    from bigclust._util.plan import fits
+
+    if not IN_MEMORY or hasattr(X, "dask") or scheduler not in (None, "", "synchronous"):
+        return False
+    n, budget = X.shape[0], cfg.max_memory
+    x_bytes = X.data.size * 12 + (n + 1) * 8 if sp.issparse(X) else X.size * 4
+    if 2 * x_bytes > budget:
+        return False
+    chain = method.stages(method.make(point[method.name]), point)
+    return not ("affinity" in chain and point["affinity"]["kind"] in DENSE_KINDS) or fits(2, n, 8, budget)
+
+
+def _run_on_disk(cfg, point, method, X, scheduler, y, fetch: dict) -> FitResult:
+    """:func:`_run_on` a temporary zarr store, deleted afterwards; a full or read-only TMPDIR is one line."""
+    from bigclust.pipeline.runner import dask_client
+    from bigclust.pipeline.store import Store
 
     folder = None
     try:
         folder = tempfile.mkdtemp(prefix="bigclust-fit-")
-        cfg = from_dict(raw_config, "<estimator>")
-        (point,) = list(cfg.points())
-        # sizes that would reach one huge allocation (n_init = 1e9): refused as the pipeline refuses them
-        check_allocations(cfg, point, X.shape[0], X.shape[1], point["cluster"]["n_clusters"])
-        method = get_method(cfg.methods[0])
-        if method.check is not None:
-            # the family's checks of what n and max_memory allow (a solver that cannot stream a kernel beyond
-            # it), as check_sizes calls them before a run's ingest; X's width as unknown (-1): the estimator
-            # checks it itself (_check_data), in its own words and alike for n_clusters=1
-            method.check(method.make(point[method.name]), point, X.shape[0], -1)
         store = Store(f"{folder}/store.zarr", owner={"array": "estimator"})
         with dask_client(scheduler) as client:
-            runner = Runner(cfg, store, client, force=False, log=lambda msg: None)
-            runner.source = array_source(X, point["data"]["chunk_rows"], y)
-            rec, (stage, key) = runner.run_instance(method, instances(cfg, [point], method)[0])
-        g = store.open(stage, key)
-        best = int(g.attrs.get("best", 0))
-        labels = read_matrix(g, "labels")
-        res = FitResult(labels=np.asarray(labels[best] if labels.ndim == 2 else labels, dtype=np.int64),
-                        inertia=float(read_matrix(g, "inertia")[best]) if "inertia" in g else float("nan"),
-                        attrs=dict(g.attrs), record=rec,
-                        arrays={a: read_matrix(g, a) for a in g.array_keys() if a not in ("labels", "inertia")})
-        for (st, k), attrs in runner.done.items():
-            res.stages[st] = attrs
-            if not fetch.get(st):
-                continue   # opening a stage's group reads its metadata from disk: only for what is fetched
-            gs = store.open(st, k)
-            for name in fetch[st]:
-                if name in gs and _fits_memory(gs[name], cfg.max_memory):
-                    res.fetched.setdefault(st, {})[name] = read_matrix(gs, name)
-        return res
+            return _run_on(store, cfg, point, method, X, client, y, fetch)
     except UserError:
         raise
     except Exception as exc:   # a full or read-only TMPDIR: one line (in the estimator's name, by fit)
@@ -277,6 +299,34 @@ def _run(raw_config: dict, X, scheduler, y, fetch: dict) -> FitResult:
     finally:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_on(store, cfg, point, method, X, client, y, fetch: dict) -> FitResult:
+    """The run on ``store`` (zarr or memory) and what the fit reads of it."""
+    from bigclust.pipeline.runner import Runner, instances
+    from bigclust.pipeline.store import read_matrix
+
+    runner = Runner(cfg, store, client, force=False, log=lambda msg: None)
+    runner.source = array_source(X, point["data"]["chunk_rows"], y)
+    rec, (stage, key) = runner.run_instance(method, instances(cfg, [point], method)[0])
+    if getattr(store, "in_memory", False):
+        store.thaw()   # what is read now is the caller's, writable as a zarr read's copy is
+    g = store.open(stage, key)
+    best = int(g.attrs.get("best", 0))
+    labels = read_matrix(g, "labels")
+    res = FitResult(labels=np.asarray(labels[best] if labels.ndim == 2 else labels, dtype=np.int64),
+                    inertia=float(read_matrix(g, "inertia")[best]) if "inertia" in g else float("nan"),
+                    attrs=dict(g.attrs), record=rec,
+                    arrays={a: read_matrix(g, a) for a in g.array_keys() if a not in ("labels", "inertia")})
+    for (st, k), attrs in runner.done.items():
+        res.stages[st] = attrs
+        if not fetch.get(st):
+            continue   # opening a stage's group reads its metadata from disk: only for what is fetched
+        gs = store.open(st, k)
+        for name in fetch[st]:
+            if name in gs and _fits_memory(gs[name], cfg.max_memory):
+                res.fetched.setdefault(st, {})[name] = read_matrix(gs, name)
+    return res
 
 
 def _tmp_disk_error(exc, folder):

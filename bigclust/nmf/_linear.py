@@ -42,14 +42,15 @@ def run_in_memory(X, XT, U, V, solver, max_iter, tol, xx, bar=None, sweeps=None)
     hist = []
     A = np.empty(V.shape)                           # reused: fresh pages every iteration cost time
     B = np.empty(U.shape)
+    buf = ops.step_buffers(U.shape[1])
     for it in range(1, max_iter + 1):
         A = ops.matmul(X, U, A)                    # X U        (paper: X^T U)
-        GV_new, c_old, _ = ops.step(solver, V, A, GU, sweeps, old=it == 1)  # V-step   (3-3)
+        GV_new, c_old, _ = ops.step(solver, V, A, GU, sweeps, old=it == 1, buffers=buf)  # V-step   (3-3)
         if it == 1:
             hist.append(objective(xx, c_old, GU, GV))
         GV = GV_new
         B = ops.tmatmul(X, V, XT, B)               # X^T V      (paper: X V)
-        GU, _, c_new = ops.step(solver, U, B, GV, sweeps, old=False)  # U-step     (3-2)
+        GU, _, c_new = ops.step(solver, U, B, GV, sweeps, old=False, buffers=buf)  # U-step     (3-2)
         hist.append(objective(xx, c_new, GU, GV))
         bar.update(1)
         if rel_change(hist[-2], hist[-1]) < tol:
@@ -245,7 +246,7 @@ def linear_nmf(X, n_components, *, solver="mu", init="random", n_init=10, max_it
         w = ncw_weights(X)
         X = scale_rows(X, w)
     seeds = draw_seeds(random_state, n_init)
-    inits = _linear_inits(X, k, init, n_init, seeds, X.shape, float(X.sum()))
+    inits = _linear_inits(X, k, init, n_init, seeds, X.shape, float(X.sum()) if isinstance(init, str) else 0.0)
     xx = ops.sqnorm(X)
     X = ops.product_form(X)       # after ||X||^2 and the initialisation, which stay those of X as given
     XT = ops.csr_transpose(X) if sp.issparse(X) else None

@@ -27,6 +27,10 @@ _CHUNKS = 64
 #: nonzeros ahead whose row of M :func:`csr_matmul` prefetches (``bigclust bench nmf``: 16 took
 #: 0.7x the time of no prefetch on 20 Newsgroups; 8 and 24 were in between)
 _PREFETCH = 16
+#: ... but only when M is larger than this: a smaller M stays in the core's cache (2 MB of L2 here), where the
+#: prefetches are wasted instructions -- MNIST test digits (k = 10, M of 63 KB and 800 KB, one thread): the two
+#: products took 0.85-0.9x the time without them; 20 Newsgroups (k = 20, M of 3 and 7 MB): the same either way
+_PREFETCH_BYTES = 1 << 20
 
 
 @njit
@@ -84,7 +88,9 @@ def csr_matmul(data, indices, indptr, M, out):
     """
     r = indptr.shape[0] - 1
     k = M.shape[1]
-    last = indices.shape[0] - _PREFETCH
+    # the rows of M are gathered in data order, which no hardware prefetcher predicts: prefetch them when M is
+    # too large to stay in cache (``last`` = -1 turns the prefetches off)
+    last = indices.shape[0] - _PREFETCH if M.shape[0] * k * 8 > _PREFETCH_BYTES else -1
     for c in prange(_CHUNKS):
         lo, hi = _bounds(r, c)
         acc = np.empty(k)
@@ -93,7 +99,6 @@ def csr_matmul(data, indices, indptr, M, out):
                 acc[l] = 0.0
             p, end = indptr[i], indptr[i + 1]
             while p + 3 < end:
-                # the rows of M are gathered in data order, which no hardware prefetcher predicts
                 if p + 3 < last:
                     for d in range(4):
                         prefetch_row(M, indices[p + d + _PREFETCH])

@@ -52,6 +52,7 @@ import numpy as np
 from bigclust.normalize._common import (PARALLEL_MIN_NNZ, NormalizeConvergenceWarning, NormalizeInfo, csr_kernels, like_sparse,
                       norm2, row_ids, warn_not_converged)
 from bigclust.normalize._newton import newton
+from bigclust.algo.spectral import local_order
 from bigclust._util import progress
 from bigclust._util.errors import DataError
 
@@ -109,18 +110,12 @@ def _check_rows(K):
 
 
 def _local_order(K):
-    """``(P K P^T, order)`` with rows in breadth-first order, or ``(K, None)`` below REORDER_MIN_ROWS."""
+    """``(P K P^T, order)`` with rows in breadth-first order (:func:`bigclust.algo.spectral.local_order`),
+    or ``(K, None)`` below REORDER_MIN_ROWS."""
     if K.shape[0] < REORDER_MIN_ROWS:
         return K, None
-    kern = csr_kernels()
-    order = kern.bfs_order(K.indptr, K.indices)
-    inv = np.empty(order.size, dtype=K.indices.dtype)
-    inv[order] = np.arange(order.size, dtype=K.indices.dtype)
-    indptr = np.zeros(K.indptr.shape[0], dtype=K.indptr.dtype)
-    np.cumsum(np.diff(K.indptr)[order], out=indptr[1:])
-    indices, data = np.empty_like(K.indices), np.empty_like(K.data)
-    kern.csr_permute(K.indptr, K.indices, K.data, order, inv, indptr, indices, data)
-    return type(K)((data, indices, indptr), shape=K.shape), order
+    A, order = local_order(K)
+    return type(K)((A.data, A.indices, A.indptr), shape=K.shape), order
 
 
 class Support:

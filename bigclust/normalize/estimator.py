@@ -1,8 +1,8 @@
 """SpectralClustering: the normalize family's scikit-learn estimator (paper 000), on the estimators' fit template.
 
 ``fit`` runs the pipeline's chain of the normalisation asked for (affinity, normalisation + embedding,
-k-means restarts) on a temporary store (:mod:`bigclust.estimators`); a dense kernel that does not fit
-``max_memory`` is normalised out of core.  As in the pipeline, data are stored as float32 and the Gaussian
+k-means restarts) in memory, or on a temporary store (:mod:`bigclust.estimators`); a dense kernel that does
+not fit ``max_memory`` is normalised out of core.  As in the pipeline, data are stored as float32 and the Gaussian
 kernel is ``exp(-||x_i - x_j||^2 / gamma)`` -- gamma is a squared length, the inverse of scikit-learn's
 ``rbf`` parameter; ``gamma="median"`` takes the data's median squared distance.  Defaults follow
 scikit-learn's (``n_init=10``, ``max_iter=300``) and are the pipeline's: every default here is the config

@@ -282,16 +282,16 @@ def n_distinct_rows(node) -> tuple[int, int]:
     collide with negligible probability.  Dense rows that all equal the first
     one to float32 rounding count as one.
     """
+    from bigclust._util.rowhash import csr_row_hashes, dense_row_hashes
+
     rng = np.random.default_rng(12345)
     hashes = []
     if node.attrs.get("format") == "csr":
         indptr, indices, data = node["indptr"][...], node["indices"][...], node["data"][...]
         n = indptr.size - 1
         w_col = rng.integers(1, 2**63, size=int(indices.max(initial=0)) + 1, dtype=np.uint64) | np.uint64(1)
-        v = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32).astype(np.uint64)
-        mixed = (v * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1)) * w_col[indices]
-        h = np.zeros(n, np.uint64)
-        np.add.at(h, np.repeat(np.arange(n), np.diff(indptr)), mixed)
+        h = np.empty(n, np.uint64)
+        csr_row_hashes(indptr, indices, np.ascontiguousarray(data, dtype=np.float32), w_col, h)
         hashes.append(h)
     else:
         n, d = node.shape
@@ -302,10 +302,9 @@ def n_distinct_rows(node) -> tuple[int, int]:
             X = np.ascontiguousarray(node[r0:r0 + step], dtype=np.float32)
             if ref is None:
                 ref = X[0].astype(np.float64)
-            dev = max(dev, float(np.abs(X - ref).max(initial=0.0)))
-            blk = X.view(np.uint32).astype(np.uint64)
-            blk = (blk * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1)) * w
-            hashes.append(blk.sum(axis=1, dtype=np.uint64))
+            h = np.empty(X.shape[0], np.uint64)
+            dev = max(dev, dense_row_hashes(X, w, ref, h))
+            hashes.append(h)
         # rows equal to float32 rounding (e.g. equal up to scale, then L2-normalised) are one row
         if n and dev <= 1e-6 * max(float(np.abs(ref).max(initial=0.0)), np.finfo(np.float32).tiny):
             return 1, int(n)

@@ -29,6 +29,9 @@ import sys
 import time
 from pathlib import Path
 
+from bigclust.pipeline.memory import NeedsDisk, is_memory_path
+from bigclust.pipeline.scheduler import scattered
+
 DONE = "done"
 
 
@@ -39,6 +42,8 @@ def say(msg: str):
 
 def work_dir(store_path, stage: str, key: str) -> Path:
     """The scratch folder of stage instance ``<stage>/<key>`` of the store at ``store_path``."""
+    if is_memory_path(store_path):   # resumable chunks are files: an estimator's fit goes to a store on disk
+        raise NeedsDisk(f"stage {stage} works in resumable chunks, which need a store on disk")
     return Path(store_path) / "work" / f"{stage}-{key}"
 
 
@@ -142,8 +147,8 @@ def run_chunks(work, chunks, fn, args_of, *, shared=(), prefix: str = "", client
         while todo or pending:
             while todo and len(pending) < max(1, window):
                 i, a, b = todo.pop(0)
-                fut = client.submit(_run_chunk, fn, str(work), f"{prefix}{i}", a, b, *sent, *args_of(i, a, b),
-                                    pure=False)
+                own = [scattered(client, x) for x in args_of(i, a, b)]   # a chunk's atoms: 35 MiB at 1M
+                fut = client.submit(_run_chunk, fn, str(work), f"{prefix}{i}", a, b, *sent, *own, pure=False)
                 pending[fut] = i
             res = wait(list(pending), return_when="FIRST_COMPLETED")
             for fut in res.done:

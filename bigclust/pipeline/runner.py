@@ -1,7 +1,7 @@
 """Plan and run a pipeline: one generic loop over each method's chain of stages, sweeps, resume.
 
-The Dask client is :mod:`bigclust.pipeline.scheduler`, the checks made before any work
-:mod:`bigclust.pipeline.checks`, paper 001's subset protocol :mod:`bigclust.pipeline.subsets`.
+The Dask client is :mod:`.scheduler`, the checks made before any work :mod:`.checks`, paper 001's subset
+protocol :mod:`.subsets`; an estimator's in-memory data run on a :mod:`.memory` store (no lock files).
 
 ``run(config)`` validates everything first, then walks the sweep grid.  Each (method, parameter point) needs a
 chain of stage instances (ingest → preprocess → affinity → embed → cluster); every instance is keyed by a hash of
@@ -24,8 +24,7 @@ from bigclust.pipeline import stages, usage
 from bigclust.pipeline.checks import (_archive_out_dir, _no_labels, _precheck, check_out_dir, check_sizes,
                                       check_writable, n_distinct_rows)
 from bigclust.pipeline.config import Config, load
-from bigclust.pipeline.methods import STAGES, StageDef, hashed, stage_key
-from bigclust.pipeline.methods import get as get_method
+from bigclust.pipeline.methods import STAGES, StageDef, get as get_method, hashed, stage_key
 from bigclust.pipeline.scheduler import _parse_scheduler, _submit, check_scheduler, dask_client
 from bigclust.pipeline.stages.data import INGEST
 from bigclust.pipeline.locks import computing, hold_output, use_store
@@ -88,7 +87,8 @@ class Runner:
             if self.store.has(stage, key) and not self.force:
                 self.log(f"  {stage:<10} {describe}: finished earlier, skipped")
             else:
-                with computing(self.store, stage, key, self.log, f"{stage:<10} {describe}", force=self.force) as skip:
+                with (contextlib.nullcontext(False) if getattr(self.store, "in_memory", False) else  # no lock files
+                      computing(self.store, stage, key, self.log, f"{stage:<10} {describe}", force=self.force)) as skip:
                     if not skip:   # not finished meanwhile by a run of this config started at the same time
                         t0 = time.perf_counter()
                         attrs["started"] = time.time()

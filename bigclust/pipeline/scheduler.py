@@ -222,6 +222,19 @@ def _reemit(caught):
         warnings.warn_explicit(message if isinstance(message, Warning) else text, category, filename, lineno)
 
 
+#: arrays above this many bytes go to the workers by ``client.scatter``, not inside the task: Dask warns on
+#: every task graph above 10 MB ("Sending large graph"), e.g. the labels of 8.1M rows (62 MiB) a stage reads
+SCATTER_BYTES = 1 << 20
+
+
+def scattered(client, value):
+    """``value``, or a future of it on the cluster when it is an array of more than :data:`SCATTER_BYTES`."""
+    import numpy as np
+    if isinstance(value, np.ndarray) and value.nbytes > SCATTER_BYTES:
+        return client.scatter(value, hash=False)
+    return value
+
+
 def _submit(client, fn, *args, **kwargs):
     """Run one in-memory stage: on a worker when a cluster is attached, else here.
 
@@ -231,6 +244,8 @@ def _submit(client, fn, *args, **kwargs):
     if client is None:
         return fn(*args, **kwargs)
     from bigclust._util.progress import gather
+    args = [scattered(client, a) for a in args]
+    kwargs = {k: scattered(client, v) for k, v in kwargs.items()}
     fut = client.submit(_run_recording_warnings, fn, *args, **kwargs, pure=False)
     out, caught = gather(client, [fut], f"{getattr(fn, '__name__', 'stage')} on the cluster")[0]
     _reemit(caught)

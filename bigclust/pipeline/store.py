@@ -37,6 +37,7 @@ from bigclust._util.version import __version__
 from bigclust._util.errors import StoreError
 from bigclust.pipeline.locks import HOST_TAG as _HOST
 from bigclust.pipeline.locks import pid_alive as _pid_alive
+from bigclust.pipeline.memory import MemoryArray, opened
 
 _ROOT_MARK = "bigclust_store"
 _DROPPED = "dropped_arrays"
@@ -80,6 +81,11 @@ class Store:
         Rebind a store made for other data to this owner (its stage results
         stay, they are content-addressed and cannot collide).
     """
+
+    def __new__(cls, path=None, *args, **kwargs):
+        # a stage function opens its store by path: an estimator's memory store while its fit runs
+        mem = opened(path) if path is not None else None
+        return mem if mem is not None else super().__new__(cls)
 
     def __init__(self, path, owner: dict | None = None, *, force: bool = False):
         zarr = _zarr()
@@ -355,13 +361,12 @@ def write_dense(group, name, X, *, chunk_rows=4096, dtype=None, compress=True):
     every iteration should not pay a codec (they can then be read straight
     into a buffer, see :mod:`bigclust.normalize.ooc`).
     """
-    import dask.array as da
-
     dtype = np.dtype(dtype or X.dtype)
     chunks = (min(chunk_rows, max(1, X.shape[0])),) + tuple(X.shape[1:])
     kw = {} if compress else {"compressors": None}
     arr = group.create_array(name, shape=X.shape, chunks=chunks, dtype=dtype, fill_value=0, **kw)
-    if isinstance(X, da.Array):
+    if hasattr(X, "dask") and hasattr(X, "compute"):   # a Dask array (dask itself imported only then)
+        import dask.array as da
         # blocks aligned with the zarr chunks: every task writes whole chunks of its own, no lock needed
         from bigclust._util.progress import compute
         compute(da.store(X.astype(dtype).rechunk(chunks), arr, lock=False, compute=False), f"writing {name}")
@@ -414,7 +419,8 @@ def read_matrix(group, name, *, lazy=False):
                              shape=tuple(node.attrs["shape"]))
     if lazy:
         import dask.array as da
-        return da.from_zarr(node)
+        # a memory store's array: the same chunks, hence the same Dask graph (and sums) as from zarr
+        return da.from_array(node[...], chunks=node.chunks) if isinstance(node, MemoryArray) else da.from_zarr(node)
     return node[...]
 
 

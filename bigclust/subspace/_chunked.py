@@ -9,13 +9,15 @@ killed anywhere resumes at the first step or chunk without a marker:
 
 1. augmentation: none stored.  The copies are a function of (seed, row) -- every random draw is made up
    front -- so :class:`AugmentedRows` makes the rows a pass reads when it reads them (one Numba kernel
-   call per chunk, ndimage's copies bit for bit: :func:`bigclust.subspace.transforms.transform_rows`);
-   writing 700 000 MNIST copies to zarr and reading them back took 20 of the 24 minutes this stage
-   took on MNIST-70k, making them again in each of the PCA's passes costs a few CPU-seconds a pass;
+   call per chunk, ndimage's copies bit for bit: :func:`bigclust.subspace.transforms.transform_rows`):
+   making them in every pass costs a few CPU-seconds a pass (storing them cost 20 minutes at MNIST-70k);
 2. features: PCA fitted on the originals and their copies together, in passes over row chunks of
    ``[X; copies]`` (:func:`bigclust.algo.preprocess.pca_fit`, the chunks of the in-memory path, so
    the same bits), its mean and components kept (marker ``pca``); then the unit-norm dictionary
-   ``atoms`` (N x pca), the copies projected ``[subspace] augment_chunk_rows`` source images at a time;
+   ``atoms`` (N x pca float64), the copies projected ``[subspace] augment_chunk_rows`` source images at
+   a time.  X itself is never read whole: every pass reads its stored rows by zarr chunk
+   (:class:`bigclust.subspace.features.BlockRows`) and makes their copies then, so the step holds a block
+   and its output (mnist-1m with 2 copies: 3M atoms, 1.2 GB; X would be 3.1 GB, 6.3 GB in float64);
 3. the dictionary kNN N_i (exact below 20000 originals, NN-descent above, or ``[subspace] knn`` =
    ``"ivf"`` / ``"ivf-rows"``, :mod:`bigclust.algo.knn`'s inverted files, for a million points:
    :func:`bigclust.subspace.knn_dictionary`) behind its marker, and SSC's lambda.  ``"ivf-rows"`` runs in
@@ -39,10 +41,9 @@ reports in ``results.json``: the CPU of this process and of the Dask workers tha
 chunks, the peak RSS of the largest of them (:class:`StepClock`).
 
 The per-column solver is the in-memory one (:func:`bigclust.subspace.selfexpr.admm_knn`,
-:func:`bigclust.subspace._numba.ridge_columns`) on a chunk's gathered atoms:
-columns are independent, so the coefficients equal the in-memory ones bit for
-bit on the same dictionary and supports, whatever the chunk size and wherever
-the chunks run.  The scratch group records what it was made for (n, k, chunk
+:func:`bigclust.subspace._numba.ridge_columns`) on a chunk's gathered atoms: columns are independent, so
+the coefficients equal the in-memory ones bit for bit on the same dictionary and supports, whatever the
+chunk size and wherever the chunks run.  The scratch group records what it was made for (n, k, chunk
 sizes, features, augmentation, seed); a resume with other values starts afresh.
 """
 from __future__ import annotations
@@ -52,12 +53,15 @@ import time
 
 import numpy as np
 
-from bigclust._util.errors import UserError
+from bigclust._util.errors import DataError, UserError
 from bigclust.pipeline import resumable
 from bigclust.subspace.cluster import _peak_rss_mb
 
 #: rows per chunk of the PCA passes (the in-memory path's default, so the sums are added in the same order)
 PCA_CHUNK_ROWS = 4096
+#: fewest rows of X per block of the originals' projection (OpenBLAS gives a slice of at least this many
+#: rows the bits of the one-shot product; it rounds otherwise only on its small-matrix path, ~100 rows)
+PROJECT_ROWS = 4096
 
 
 class AugmentedRows:
@@ -97,7 +101,6 @@ def augment_step(X, augment, seed, image_shape=None, order=None):
     """``(copies, origin)``: the augmented copies of X (:class:`AugmentedRows`, made when read) and their
     sources.  ``augment``: a preset name or a description (:mod:`bigclust.subspace.transforms`); every
     random draw is made here, up front, so a copy does not depend on which chunk or pass reads it."""
-    from bigclust._util.errors import DataError
     from bigclust.subspace.augment import _check_images, resolve
     from bigclust.subspace.transforms import plan
 
@@ -120,10 +123,11 @@ def features_step(X, g, work, aug, n_components, chunk_rows, log=resumable.say):
 
     The PCA reads ``[X; copies]`` in ``n_iter + 2`` passes, the copies made anew in each
     (:class:`AugmentedRows`), and its mean and components are kept behind the marker ``pca``; a last pass
-    projects the copies, ``chunk_rows`` source images at a time.  Returns ``(atoms, seconds)``: the seconds of the PCA and of the projection.
+    projects the originals in blocks of :data:`PROJECT_ROWS` to ``2 PROJECT_ROWS`` rows and the copies
+    ``chunk_rows`` source images at a time.  ``X`` is only ever sliced (zarr rows, :class:`BlockRows`): what
+    this step holds besides a block is its output, the atoms (N x pca float64).  Returns ``(atoms, steps)``.
     """
     from bigclust.algo.preprocess import pca_fit, pca_transform
-    from bigclust.subspace.dictionary import _unit_rows
     from bigclust.subspace.features import Stacked
 
     if "atoms" in resumable.finished(work):
@@ -144,16 +148,20 @@ def features_step(X, g, work, aug, n_components, chunk_rows, log=resumable.say):
     t0, c0 = time.perf_counter(), time.process_time()
     dim = int(n_components) if n_components else X.shape[1]
     out = np.empty((N, dim))
-    feat = pca_transform(np.asarray(X, dtype=np.float64), mean, comps) if n_components else X
-    out[:n] = _unit_rows(feat, "X")
+    # blocks of >= PROJECT_ROWS rows: the bits of the one-shot product (tests/test_subspace_stream_blocks.py)
+    cuts = np.linspace(0, n, max(1, n // PROJECT_ROWS) + 1).astype(np.int64)
+    for r0, r1 in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        blk = np.asarray(X[r0:r1], dtype=np.float64)
+        out[r0:r1] = _unit_block(pca_transform(blk, mean, comps) if n_components else blk, "X", r0)
     if aug is not None:
         step = int(chunk_rows) * aug.per
         for a0 in range(0, aug.shape[0], step):
             blk = np.asarray(aug[a0:a0 + step], dtype=np.float64)
             feat = pca_transform(blk, mean, comps) if n_components else blk
-            out[n + a0:n + a0 + blk.shape[0]] = _unit_rows(feat, "X_aug")
-    g.create_array("atoms", shape=(N, dim), chunks=(min(N, 1 << 16), dim), dtype=np.float64,
-                   overwrite=True)[...] = out
+            out[n + a0:n + a0 + blk.shape[0]] = _unit_block(feat, "X_aug", a0)
+    A = g.create_array("atoms", shape=(N, dim), chunks=(min(N, 1 << 16), dim), dtype=np.float64, overwrite=True)
+    for a0 in range(0, N, A.chunks[0]):   # a chunk at a time: a whole-array write encodes ~10 chunks at once
+        A[a0:a0 + A.chunks[0]] = out[a0:a0 + A.chunks[0]]
     resumable.mark(work, "atoms", f"{time.perf_counter() - t0:.3f}")
     steps["atoms"] = (time.perf_counter() - t0, time.process_time() - c0, _peak_rss_mb())
     log(f"  subspace: features ({'PCA-' + str(n_components) if n_components else 'raw'}, {N} atoms) "
@@ -161,13 +169,23 @@ def features_step(X, g, work, aug, n_components, chunk_rows, log=resumable.say):
     return out, steps
 
 
+def _unit_block(M, what, r0):
+    """Rows of a block scaled to unit length; an all-zero row is named by its row in all of X (or X_aug)."""
+    from bigclust.subspace.dictionary import _unit_rows
+
+    try:
+        return _unit_rows(M, what)
+    except DataError as e:
+        raise DataError(f"{e}; the row counted within {what}'s rows {r0}..{r0 + M.shape[0] - 1}") from None
+
+
 def dictionary_of(atoms, n, origin):
     """The :class:`Dictionary` of already unit-norm atoms (rows n.. made from ``origin``)."""
     from bigclust.subspace.dictionary import build_dictionary
 
-    # build_dictionary scales its rows to unit length again: a no-op up to rounding, so scale nothing here
-    # and give it the atoms as they are (the ownership maps are what it adds)
-    D = build_dictionary(atoms[:n], None if origin is None else atoms[n:], origin)
+    # build_dictionary would scale the atoms again (a no-op up to rounding) in two more N x pca arrays: its
+    # ownership maps come from a one-column stand-in, the atoms are given as they are
+    D = build_dictionary(np.ones((n, 1)), None if origin is None else np.ones((atoms.shape[0] - n, 1)), origin)
     D.atoms = atoms
     return D
 
@@ -252,8 +270,10 @@ def knn_ivf_rows_chunked(D, k, work, chunk_rows, seed, *, client=None, log=resum
     ivf_rows.sort_rows(X, part)
     chunks = resumable.chunk_bounds(N, chunk_rows)
     for r in range(R + 1):
-        # int32 positions: half the bytes sent to every worker
-        source = part if r == 0 else np.asarray(g[f"knn_nbr{r - 1}"][...]).astype(np.int32)
+        # int32 positions: half the bytes sent to every worker; read by chunk, never an int64 copy whole
+        source = part if r == 0 else np.empty((N, q), np.int32)
+        for p0 in range(0, N if r else 0, chunk_rows):
+            source[p0:p0 + chunk_rows] = g[f"knn_nbr{r - 1}"][p0:p0 + chunk_rows]
         # the chunk size in the markers' names: a resume with another size does not read the old ones
         resumable.run_chunks(work, chunks, knn_pass_task, lambda i, a, b, r=r: (a, b, q, P, str(work), r),
                              shared=(X, source), prefix=f"knn{r}c{chunk_rows}-", client=client, log=log,
@@ -411,16 +431,20 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=resumable.sa
     import warnings
 
     from bigclust.pipeline import methods
-    from bigclust.pipeline.store import Store, read_matrix, write_csr, write_dense
+    from bigclust.pipeline.store import Store, is_sparse, read_matrix, write_csr, write_dense
     from bigclust.subspace.augment import aksc_layout
+    from bigclust.subspace.features import BlockRows
     from bigclust.subspace.fold import affinity, fold_back
     from bigclust.subspace._common import ConvergenceWarning, assemble
     from bigclust.subspace.selfexpr import LAM_L2, ssc_lambda
 
     mp = _checked(methods.get(p.method).make(p.method_params))
     store = Store(store_path)
-    X = read_matrix(store.open(p.src, p.input), "X")
-    X = np.ascontiguousarray(X.toarray() if hasattr(X, "toarray") else X)
+    grp = store.open(p.src, p.input)
+    if is_sparse(grp, "X"):     # documents, never images: read whole as before
+        X = np.ascontiguousarray(read_matrix(grp, "X").toarray())
+    else:                       # the stored rows, read block by block by every pass (mnist-1m: 3.1 GB whole)
+        X = BlockRows(grp["X"])
     n = X.shape[0]
     work = resumable.work_dir(store_path, "subspace", key)
     layout = aksc_layout(mp.image, mp.image_shape, mp.order)

@@ -23,6 +23,10 @@ in (kymatio transforms each image separately): chunked = one shot, bit for bit.
 
 kymatio is imported on first use; without it every entry point raises a
 one-line :class:`~bigclust._util.errors.UserError` naming the extra to install.
+
+The pixel features' PCA (:func:`features_after_augmentation`) reads its rows through two row-sliceable
+views that hold no copy of the data: :class:`Stacked` (``[X; X_aug]``) and :class:`BlockRows` (a stored
+matrix read by zarr chunk, what the streamed subspace stage passes for X).
 """
 from __future__ import annotations
 
@@ -290,6 +294,47 @@ class Stacked:
         if r1 > self.n:
             parts.append(np.asarray(self.aug[max(r0, self.n) - self.n:r1 - self.n]))
         return np.concatenate(parts).astype(self.dtype, copy=False) if len(parts) > 1 else parts[0]
+
+
+class BlockRows:
+    """A stored matrix (zarr, or anything row-sliceable) read ``block`` rows at a time, the last block kept.
+
+    ``self[r0:r1]`` is served from whole aligned blocks (a zarr chunk is decompressed whole however few
+    of its rows are asked for, and the streamed passes ask for a few thousand rows at a time, the copies'
+    kernel for fewer), so each block is read once per pass and at most one is held.  The rows served are
+    read-only views of the kept block (or their concatenation).  ``max_rows_read`` / ``rows_read``: the
+    largest single read and the rows read in all, what bounds the memory of a pass (tests).
+    """
+
+    def __init__(self, X, block=None):
+        self.X, self.shape, self.dtype = X, tuple(X.shape), np.dtype(X.dtype)
+        chunks = getattr(X, "chunks", None)
+        # a zarr chunk is the unit read anyway; capped: an array of one huge chunk is still kept 65536 rows at a time
+        self.block = int(block or min(chunks[0] if chunks else 8192, 1 << 16))
+        self._kept = (-1, None)
+        self.max_rows_read = self.rows_read = 0
+
+    def _read(self, b):
+        if self._kept[0] != b:
+            self._kept = (-1, None)                         # let the old block go before reading the next
+            r0 = b * self.block
+            blk = np.asarray(self.X[r0:min(self.shape[0], r0 + self.block)])
+            blk.flags.writeable = False
+            self.max_rows_read = max(self.max_rows_read, blk.shape[0])
+            self.rows_read += blk.shape[0]
+            self._kept = (b, blk)
+        return self._kept[1]
+
+    def __getitem__(self, s):
+        r0, r1, step = s.indices(self.shape[0])
+        if step != 1:
+            raise ValueError("BlockRows takes contiguous row slices")
+        if r1 <= r0:
+            return np.empty((0,) + self.shape[1:], dtype=self.dtype)
+        B = self.block
+        parts = [self._read(b)[max(r0, b * B) - b * B:min(r1, (b + 1) * B) - b * B]
+                 for b in range(r0 // B, (r1 - 1) // B + 1)]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def features_after_augmentation(X, X_aug, n_components):

@@ -241,6 +241,10 @@ class ReproductionTable(SphinxDirective):
         rows.append(["total"] + [f"{v:.1f}" for v in d["total_seconds"]] + [""])
         peak = {i: max(v[i] for v in d["peak_rss_bytes"].values()) for i in range(len(n))}
         rows.append(["peak RSS, GB"] + [f"{peak[i] / 1e9:.2f}" for i in range(len(n))] + [""])
+        recall = d.get("knn_recall_at_10") or []   # absent from a scale.json written before it was measured
+        if any(v is not None for v in recall):
+            sample = next((v for v in d.get("knn_recall_sample", []) if v is not None), "?")
+            rows.append([f"kNN recall@10 ({sample} rows)"] + ["" if v is None else f"{v:.4f}" for v in recall] + [""])
         for m, name in (("sk", "SK"), ("bbs_dual", "BBS")):
             rows.append([f"{name} ACC / NMI"] + [f"{d['scores'][str(x)][m]['acc']:.2f} / "
                                                  f"{d['scores'][str(x)][m]['nmi']:.2f}" for x in n] + [""])

@@ -68,15 +68,24 @@ def _nearest(X, i, CT, k, dbuf):
 @njit
 def _update_centers(sums, counts, C, CT):
     """Centres = cluster means (INOUT C (k, d) and its padded transpose CT); returns the summed squared shift."""
+    return _update_centers_moves(sums, counts, C, CT, np.empty(C.shape[0]))
+
+
+@njit
+def _update_centers_moves(sums, counts, C, CT, move):
+    """:func:`_update_centers`, and OUT ``move[j]``: how far centre j moved (Euclidean; Hamerly's bounds)."""
     k, d = C.shape
     shift = 0.0
     for j in range(k):
+        mj = 0.0
         for t in range(d):
             c = sums[j, t] / counts[j]
             diff = c - C[j, t]
             shift += diff * diff
+            mj += diff * diff
             C[j, t] = c
             CT[t, j] = c
+        move[j] = np.sqrt(mj)
     return shift
 
 
@@ -123,54 +132,124 @@ def init_centers_kernel(X, k, seeds, method, centers):
 
 
 @njit
+def _nearest2(X, i, CT, k, dbuf):
+    """:func:`_nearest` (the same distances, the same choice) and the squared distance to the second nearest."""
+    best, bd = _nearest(X, i, CT, k, dbuf)
+    second = np.inf
+    for j in range(k):
+        if j != best and dbuf[j] < second:
+            second = dbuf[j]
+    return best, bd, second
+
+
+@njit
+def _half_gaps(C, half):
+    """OUT ``half[j]``: half the distance from centre j to its nearest other centre (Hamerly's s(j) / 2)."""
+    k = C.shape[0]
+    for j in range(k):
+        m = np.inf
+        for a in range(k):
+            if a != j:
+                m = min(m, _sqdist(C, j, C, a))
+        half[j] = 0.5 * np.sqrt(m)
+
+
+@njit
 def _lloyd_one(X, C, max_iter, tol, labels):
     """Lloyd iterations of one restart from centres C (INOUT, (k, d)).
 
     labels : OUT int32 (n,).  Returns ``(inertia, n_iter, n_empty)``.
 
-    Each iteration assigns every point and accumulates the new cluster sums
-    in the same pass over X.  It stops when no label changes, when the
-    centres move by at most ``tol`` (sum of squared shifts) or after
-    ``max_iter`` assignment passes; in the last two cases a final assignment
-    makes the labels and the inertia consistent with the returned centres.
-    An empty cluster takes the point farthest from its centre among clusters
-    with at least two points (MATLAB's EmptyAction 'singleton').
+    Each iteration assigns every point, then the new centres are the means of
+    their points.  It stops when no label changes, when the centres move by
+    at most ``tol`` (sum of squared shifts) or after ``max_iter`` assignment
+    passes; in the last two cases a final assignment makes the labels and the
+    inertia consistent with the returned centres.  An empty cluster takes the
+    point farthest from its centre among clusters with at least two points
+    (MATLAB's EmptyAction 'singleton').
+
+    A point is compared with every centre only when Hamerly's bounds (2010)
+    cannot prove that its centre is still the nearest: ``u`` (above the
+    distance to its centre) plus a margin stays below ``l`` (under the
+    distance to any other) or half the gap from its centre to the next.  On
+    a spectral embedding most points settle after a few passes, and this
+    pass skips them (MNIST-70k's SK embedding, k = 10, 10 restarts, 244
+    passes: 1.2-1.7 CPU s -> 0.45-0.73 at load 11-12).  The labels, inertia,
+    centres and pass count are those of the full pass to the bit: a skipped
+    point's nearest centre cannot change (the margin, 1e-9 of the largest
+    row norm plus the largest initial centre norm, is far above the rounding
+    of the bounds); every distance computed is the full pass's (:func:`_sqdist`
+    adds the terms of :func:`_nearest` in the same order); the sums, counts
+    and the returned inertia are accumulated in row order as before.
     """
+    # long: one restart's whole loop (assign with bounds, re-seed, update, bounds) shares a dozen buffers
     n, d = X.shape
     k = C.shape[0]
     sums = np.empty((k, d))
     counts = np.empty(k, dtype=np.int64)
     d2 = np.empty(n)
+    u = np.empty(n)                    # upper bound on the distance to the assigned centre
+    low = np.zeros(n)                  # lower bound on the distance to every other centre
+    half = np.empty(k)
+    move = np.empty(k)
     CT = _padded_transpose(C)
     dbuf = np.empty(CT.shape[1])
+    # every distance and move is at most the largest row norm plus the largest initial centre norm (later
+    # centres are means of rows): the bounds' rounding is ~1e-16 of that a pass, the margin 1e-9 of it
+    origin = np.zeros((1, d))
+    xmax = 0.0
     for i in range(n):
         labels[i] = -1
+        xmax = max(xmax, _sqdist(X, i, origin, 0))
+    cmax = 0.0
+    for j in range(k):
+        cmax = max(cmax, _sqdist(C, j, origin, 0))
+    margin = 1e-9 * (np.sqrt(xmax) + np.sqrt(cmax)) + 1e-300
     inertia = 0.0
     n_iter = 0
     n_empty = 0
     converged = False
     while n_iter < max_iter:
         n_iter += 1
-        sums[:] = 0.0
-        counts[:] = 0
         changed = 0
-        inertia = 0.0
+        _half_gaps(C, half)
+        fresh = True                    # every d2 of this pass is known (no point skipped)
         for i in range(n):
-            best, bd = _nearest(X, i, CT, k, dbuf)
-            if labels[i] != best:
+            a = labels[i]
+            if a >= 0 and u[i] + margin < max(low[i], half[a]):
+                fresh = False
+                continue
+            if a >= 0:                  # tighten the upper bound first: often that suffices
+                u[i] = np.sqrt(_sqdist(X, i, C, a))
+                if u[i] + margin < max(low[i], half[a]):
+                    fresh = False
+                    continue
+            best, bd, second = _nearest2(X, i, CT, k, dbuf)
+            if a != best:
                 changed += 1
                 labels[i] = best
             d2[i] = bd
-            inertia += bd
-            counts[best] += 1
-            for t in range(d):
-                sums[best, t] += X[i, t]
+            u[i] = np.sqrt(bd)
+            low[i] = np.sqrt(second)
         if changed == 0:
             converged = True
             break
+        # the new sums and counts in row order, as the full pass accumulated them
+        sums[:] = 0.0
+        counts[:] = 0
+        for i in range(n):
+            b = labels[i]
+            counts[b] += 1
+            for t in range(d):
+                sums[b, t] += X[i, t]
+        reseeded = False
         for j in range(k):
             if counts[j] > 0:
                 continue
+            if not fresh:               # the donor rule needs every point's distance of this pass
+                for i in range(n):
+                    d2[i] = _sqdist(X, i, C, labels[i])
+                fresh = True
             far = farthest_donor(labels, counts, d2)
             old = labels[far]
             counts[old] -= 1
@@ -181,10 +260,30 @@ def _lloyd_one(X, C, max_iter, tol, labels):
             labels[far] = j
             d2[far] = 0.0
             n_empty += 1
-        shift = _update_centers(sums, counts, C, CT)
+            reseeded = True
+        shift = _update_centers_moves(sums, counts, C, CT, move)
+        if reseeded:                    # bounds of re-labelled points are void: recompute everyone next pass
+            for i in range(n):
+                low[i] = 0.0
+                u[i] = np.inf
+        else:
+            m1, m2, j1 = 0.0, 0.0, -1   # the two largest moves: a point's other centres moved at most that
+            for j in range(k):
+                if move[j] > m1:
+                    m1, m2, j1 = move[j], m1, j
+                elif move[j] > m2:
+                    m2 = move[j]
+            for i in range(n):
+                b = labels[i]
+                u[i] += move[b]
+                low[i] -= m2 if b == j1 else m1
         if shift <= tol:
             break
-    if not converged:
+    if converged:
+        inertia = 0.0
+        for i in range(n):              # row order: the bits of the full pass's running sum
+            inertia += _sqdist(X, i, C, labels[i])
+    else:
         inertia = 0.0
         for i in range(n):
             best, bd = _nearest(X, i, CT, k, dbuf)

@@ -41,8 +41,21 @@ EXACT_WORK_LIMIT = 1e10
 #: from 125k rows of mnist-1m on, and no growth of the probes with n)
 AUTO_APPROX = "ivf-rows"
 
+#: :mod:`bigclust.algo.knn.sample_recall`'s names, imported on first use: it compiles Numba kernels, and
+#: ``import bigclust.algo.knn`` stays free of Numba (the module is not called ``recall``: importing a submodule
+#: binds it on the package, which would hide the function :func:`recall` above)
+_SAMPLE_RECALL = ("exact_sample", "knn_recall", "sample_rows")
+
 __all__ = ["APPROX_DEFAULT", "APPROX_PARAMS", "AUTO_APPROX", "EXACT_WORK_LIMIT", "KNN_METHODS", "LIBRARIES",
-           "check_method", "knn_approx", "knn_exact", "knn_search", "recall", "resolve_method"]
+           "check_method", "knn_approx", "knn_exact", "knn_search", "recall", "resolve_method", *_SAMPLE_RECALL]
+
+
+def __getattr__(name):
+    if name in _SAMPLE_RECALL:
+        from bigclust.algo.knn import sample_recall
+
+        return getattr(sample_recall, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_method(method) -> str:

@@ -214,44 +214,6 @@ def assign_cells(X, group, goff, cent, graph, cell):
 
 
 @njit(parallel=True, nogil=True, fastmath={"reassoc", "contract"})
-def search_probed(Xs, cent, graph, off, cellof, q0, q1, n_probe, out_i, out_d):
-    """The k nearest other rows of rows ``q0:q1`` of the cell-sorted Xs, each row probing its own nearest cells.
-
-    IN Xs : (n, d) float32 rows sorted by cell (rows of cell c: ``off[c]:off[c+1]``);
-    cent : (C, d) float32; graph : (C, L) nearest centroids of every centroid, itself first;
-    cellof : (q1 - q0,) the cell of each query row; n_probe : cells probed per row.
-    OUT out_i : (q1 - q0, k) positions in Xs, out_d : float64 squared distances, sorted by (distance, position).
-
-    A row ranks the L centroids near its own cell's centroid by distance to
-    itself and searches the rows of the nearest ``n_probe`` cells (more, in
-    that order, while it has fewer than k candidates).  Candidates are kept on
-    float32 distances; the k kept are recomputed in float64.
-    """
-    L = graph.shape[1]
-    k = out_i.shape[1]
-    for t in prange(q1 - q0):
-        q = q0 + t
-        c = cellof[t]
-        cd = np.empty(L, np.float32)
-        for a in range(L):
-            cd[a] = _sq_dist(Xs, q, cent, graph[c, a])
-        rank = np.argsort(cd, kind="mergesort")
-        hd = np.full(k, np.inf, np.float32)
-        hi = np.full(k, -1, np.int64)
-        for a in range(L):
-            if a >= n_probe and hi[0] >= 0:
-                break
-            p = graph[c, rank[a]]
-            for r in range(off[p], off[p + 1]):
-                if r == q:
-                    continue
-                dd = _sq_dist(Xs, q, Xs, r)
-                if dd <= hd[0]:
-                    _push(hd, hi, dd, r, k)
-        _finish(Xs, q, hd, hi, out_i, out_d, t)
-
-
-@njit(parallel=True, nogil=True, fastmath={"reassoc", "contract"})
 def refine_lists(Xs, nbr, q0, q1, out_i, out_d):
     """One pass of neighbours-of-neighbours over rows ``q0:q1``: each row's list improved by its neighbours' lists.
 

@@ -22,6 +22,43 @@ SCREEN = 32
 
 
 @njit(inline="always")
+def _near_centroids(cent, graph, c, d, L):
+    """``(CT, sqc)``: the L centroids ``graph[c]`` near cell c transposed (d, L), and their squared norms."""
+    CT = np.empty((d, L), np.float32)
+    sqc = np.empty(L, np.float32)
+    for a in range(L):
+        g = graph[c, a]
+        s = np.float32(0.0)
+        for f in range(d):
+            v = cent[g, f]
+            CT[f, a] = v
+            s += v * v
+        sqc[a] = s
+    return CT, sqc
+
+
+@njit(inline="always")
+def _screen(buf, m, b0, q, hd, hi, k):
+    """Offer the scores ``buf[:m]`` of rows ``b0:b0 + m`` to row q's heap, skipping q itself."""
+    thr = hd[0]
+    for j0 in range(0, m, SCREEN):
+        j1 = min(m, j0 + SCREEN)
+        cnt = 0
+        for j in range(j0, j1):
+            cnt += buf[j] <= thr
+        if cnt == 0:
+            continue
+        for j in range(j0, j1):
+            r = b0 + j
+            if buf[j] > thr or r == q:
+                continue
+            dd = max(buf[j], np.float32(0.0))   # rounding on near-duplicates: the distance is 0
+            if _worse(hd[0], hi[0], dd, r):
+                _push(hd, hi, dd, r, k)
+                thr = hd[0]
+
+
+@njit(inline="always")
 def _top_probes(cd, P, sel):
     """The P smallest entries of ``cd`` by (value, position) into ``sel[:P]``, ascending (insertion; P << L)."""
     m = 0
@@ -53,7 +90,7 @@ def search_cells_t(Zs, ZsT, sqn, cent, graph, off, n_probe, max_rows, out_i):
 
     A row ranks the L centroids near its own cell by distance to itself and
     searches the rows of the nearest n_probe cells, as
-    :func:`bigclust.algo.knn._numba.search_probed` does; distances are
+    :func:`bigclust.algo.knn._numba_cells.search_cells` does; distances are
     ``|q|^2 + |b|^2 - 2 q.b`` in float32 (the candidates are ranked again in
     the full rows).
     """
@@ -66,16 +103,7 @@ def search_cells_t(Zs, ZsT, sqn, cent, graph, off, n_probe, max_rows, out_i):
         a0, a1 = off[c], off[c + 1]
         if a1 == a0:
             continue
-        CT = np.empty((d, L), np.float32)    # the centroids near c, transposed
-        sqc = np.empty(L, np.float32)
-        for a in range(L):
-            g = graph[c, a]
-            s = np.float32(0.0)
-            for f in range(d):
-                v = cent[g, f]
-                CT[f, a] = v
-                s += v * v
-            sqc[a] = s
+        CT, sqc = _near_centroids(cent, graph, c, d, L)   # the centroids near c, transposed
         cd = np.empty(L, np.float32)
         sel = np.empty(L, np.int64)
         buf = np.empty(max_rows, np.float32)
@@ -111,22 +139,7 @@ def search_cells_t(Zs, ZsT, sqn, cent, graph, off, n_probe, max_rows, out_i):
                     row = ZsT[f, b0:b1]
                     for j in range(m):
                         buf[j] += w * row[j]
-                thr = hd[0]
-                for j0 in range(0, m, SCREEN):
-                    j1 = min(m, j0 + SCREEN)
-                    cnt = 0
-                    for j in range(j0, j1):
-                        cnt += buf[j] <= thr
-                    if cnt == 0:
-                        continue
-                    for j in range(j0, j1):
-                        r = b0 + j
-                        if buf[j] > thr or r == q:
-                            continue
-                        dd = max(buf[j], np.float32(0.0))
-                        if _worse(hd[0], hi[0], dd, r):
-                            _push(hd, hi, dd, r, k)
-                            thr = hd[0]
+                _screen(buf, m, b0, q, hd, hi, k)
             out_i[q] = hi
 
 

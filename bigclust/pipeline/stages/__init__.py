@@ -131,7 +131,8 @@ def affinity(store_path, key, attrs, p: AffinityParams, *, client=None, **_):
     ``gamma = "median"`` is resolved here, from the stage's input rows, and
     the width used is kept as the attribute ``gamma_used`` (reported).
     """
-    from bigclust.algo.affinity import check_gaussian_width, dense_kernel, knn_kernel, resolve_gamma
+    from bigclust.algo.affinity import (check_gaussian_width, dense_kernel, kernel_block_rows, knn_kernel,
+                                        resolve_gamma)
 
     if p.kind == "knn" and p.knn_chunk_rows:  # resumable row chunks, tasks on the cluster (knn_stage)
         from bigclust.pipeline.stages.knn import knn_chunked
@@ -146,13 +147,19 @@ def affinity(store_path, key, attrs, p: AffinityParams, *, client=None, **_):
                                   method=p.knn or "auto", return_gamma=True, n_cells=p.ivf_cells,
                                   n_probe=p.ivf_probe)
             write_csr(g, "K", K)
+            from bigclust.pipeline.stages.knn import knn_rule
+            if (rule := knn_rule(p, *X.shape)) is not None:  # the IVF rule resolved, checked on reuse
+                g.attrs["knn_rule"] = rule
         else:
             if p.kind == "gaussian":
                 gamma = resolve_gamma(X, p.gamma)
                 check_gaussian_width(X, gamma)
+            lazy = not getattr(store, "in_memory", False)   # an estimator's memory store: no Dask graph
             K = dense_kernel(X, p.kind, 1.0 if gamma is None else gamma, dtype=dtype,
-                             block_bytes=p.chunk_rows * X.shape[0] * dtype.itemsize)
-            write_dense(g, "K", K, chunk_rows=K.chunks[0][0], compress=False)
+                             block_bytes=p.chunk_rows * X.shape[0] * dtype.itemsize, lazy=lazy)
+            rows = K.chunks[0][0] if lazy else kernel_block_rows(X.shape[0], dtype.itemsize,
+                                                                 p.chunk_rows * X.shape[0] * dtype.itemsize)
+            write_dense(g, "K", K, chunk_rows=rows, compress=False)
         if gamma is not None:
             g.attrs["gamma_used"] = float(gamma)
 
@@ -307,6 +314,8 @@ def _build_affinity(ctx: Context, src, inputs):
             search=(method if ivf else "exact") if knn and a["knn_chunk_rows"] else None,
             knn_chunk_rows=a["knn_chunk_rows"] if knn else 0,
             ivf_cells=a.get("ivf_cells", 0) if ivf else 0, ivf_probe=a.get("ivf_probe", 0) if ivf else 0))
+        from bigclust.pipeline.stages.knn import check_stored_rule
+        check_stored_rule(ctx.store, stage_key(out[-1]), out[-1])  # a graph of an older default rule: refused
     return out
 
 

@@ -224,6 +224,13 @@ def preprocess(store_path, key, attrs, p: PreprocessParams, **_):
                 write_dense(g, "X", pca_transform(X, mean, comps), chunk_rows=chunk_rows)
             else:
                 write_csr(g, "X", X.astype(np.float32))
+        elif getattr(store, "in_memory", False) and not (p.standardize or params["pca"]):
+            # an estimator's memory store: row chunk by row chunk as Dask would, without Dask (none needed)
+            X, step = src["X"], src["X"].chunks[0]
+            out = g.create_array("X", shape=X.shape, chunks=X.chunks, dtype=np.float32)
+            for r0 in range(0, X.shape[0], step):
+                blk = np.array(X[r0:r0 + step], dtype=np.float32)   # a fresh chunk, as zarr reads it
+                out[r0:r0 + blk.shape[0]] = l2_normalize(blk, row_offset=r0) if params["l2_normalize"] else blk
         else:
             Xd = read_matrix(src, "X", lazy=True)
             if Xd.dtype.kind in "iub":    # stored as integers (mnist-8m: uint8 pixels): float32, block by block

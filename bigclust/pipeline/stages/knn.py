@@ -43,6 +43,61 @@ from bigclust.pipeline import resumable
 from bigclust.pipeline.store import Store, read_matrix, write_csr, write_dense
 
 
+def knn_rule(p, n: int, d: int):
+    """The resolved IVF settings an approximate search of n rows in d dimensions uses under ``p``, or None.
+
+    Recorded in the instance's attributes (``knn_rule``): ``ivf_probe = 0`` ("the default rule") is left out
+    of the key (:data:`bigclust.pipeline.methods.ADDED`, so that committed configs keep their hashes), and a
+    stored graph made under an older default rule would otherwise be reused without a word.  The in-memory
+    ``ivf-rows`` search of rows over ``PROJECT_ABOVE`` dimensions may take either rule (the projection is used
+    when it holds enough variance): both are recorded.
+    """
+    search = p.search if p.knn_chunk_rows else p.knn
+    if p.kind != "knn" or search not in ("ivf", "ivf-rows"):
+        return None
+    if search == "ivf":
+        from bigclust.algo.knn import ivf
+
+        C, P = ivf.resolve(n, p.ivf_cells, p.ivf_probe)
+        return {"search": search, "n": int(n), "d": int(d), "cells": C, "probe": P}
+    from bigclust.algo.knn import ivf_rows
+
+    C, P, R = ivf_rows.resolve(n, p.ivf_cells, p.ivf_probe)
+    rule = {"search": search, "n": int(n), "d": int(d), "cells": C, "probe": P, "refine": R}
+    if not p.knn_chunk_rows and d > ivf_rows.PROJECT_ABOVE:
+        rule |= {"projected_probe": p.ivf_probe or min(C, ivf_rows.PROJECTED_PROBE),
+                 "projected_refine": ivf_rows.PROJECTED_REFINE}
+    return rule
+
+
+def check_stored_rule(store, key, p):
+    """Refuse to reuse the stored kNN graph ``affinity/<key>`` when it was searched under another IVF rule.
+
+    One line naming ``bigclust store clean --stage affinity``; an instance stored before rules were recorded
+    is reused with a warning when its probes were left to the default rule (it cannot be told apart).
+    """
+    import warnings
+
+    from bigclust._util.errors import UserError
+
+    if p.kind != "knn" or (p.search if p.knn_chunk_rows else p.knn) not in ("ivf", "ivf-rows") \
+            or not store.has("affinity", key):
+        return
+    had = store.open("affinity", key).attrs.get("knn_rule")
+    if had is None:
+        if not p.ivf_probe:
+            warnings.warn(f"the stored kNN graph affinity/{key} of {store.path} predates recorded IVF rules: it is "
+                          "reused, though the default probe rule may have changed since (recompute it with "
+                          f"`bigclust store clean --stage affinity` on {store.path}, then run again)",
+                          RuntimeWarning, stacklevel=2)
+        return
+    now = knn_rule(p, had["n"], had["d"])
+    if now != dict(had):
+        diff = ", ".join(f"{k}={had.get(k)} now {now.get(k)}" for k in now if had.get(k) != now.get(k))
+        raise UserError(f"the stored kNN graph affinity/{key} of {store.path} was searched under another IVF rule "
+                        f"({diff}); remove it with `bigclust store clean --stage affinity` and run again")
+
+
 def neighbors_of_rows(X, r0: int, r1: int, k: int):
     """The k nearest rows of X (Euclidean, the row itself included) of each row ``r0:r1``.
 
@@ -215,6 +270,7 @@ def knn_chunked(store_path, key, attrs, p, *, client=None, log=resumable.say, **
     if hasattr(X, "toarray"):
         X = np.ascontiguousarray(X.toarray())
     n, k, c = X.shape[0], int(p.n_neighbors), int(p.knn_chunk_rows)
+    shape = X.shape
     work = resumable.work_dir(store_path, "affinity", key)
     ivf = None
     if p.search == "ivf-rows":
@@ -234,7 +290,7 @@ def knn_chunked(store_path, key, attrs, p, *, client=None, log=resumable.say, **
         del X  # before the (n, k) lists and the kernel are built: at 8.1M x 50 it is 1.6 GB
         search_seconds = time.perf_counter() - t0
         ind, dist = _rows_lists(g, order, ivf["refine"], k, c)
-        return _commit(store, key, attrs, p, ind, dist, c, n_chunks, computed, search_seconds, work)
+        return _commit(store, key, attrs, p, ind, dist, c, n_chunks, computed, search_seconds, work, shape)
     if ivf is None:
         chunks = resumable.chunk_bounds(n, c)
         task, shared, args_of = _rows_task, (X,), lambda i, r0, r1: (r0, r1, k, str(work))
@@ -253,10 +309,10 @@ def knn_chunked(store_path, key, attrs, p, *, client=None, log=resumable.say, **
         for i, _, _ in chunks:
             rows = g[f"part{i}_rows"][...]
             ind[rows], dist[rows] = g[f"part{i}_ind"][...], g[f"part{i}_dist"][...]
-    _commit(store, key, attrs, p, ind, dist, c, len(chunks), computed, search_seconds, work)
+    _commit(store, key, attrs, p, ind, dist, c, len(chunks), computed, search_seconds, work, shape)
 
 
-def _commit(store, key, attrs, p, ind, dist, c, n_chunks, computed, search_seconds, work):
+def _commit(store, key, attrs, p, ind, dist, c, n_chunks, computed, search_seconds, work, shape):
     """The kernel of the neighbour lists, committed with them; the scratch folder removed."""
     from bigclust.algo.affinity import kernel_from_neighbors
 
@@ -266,6 +322,9 @@ def _commit(store, key, attrs, p, ind, dist, c, n_chunks, computed, search_secon
         write_csr(out, "K", K)
         write_dense(out, "neighbors", ind, chunk_rows=c)
         write_dense(out, "distances", dist, chunk_rows=c)
+        rule = knn_rule(p, *shape)
+        if rule is not None:
+            out.attrs["knn_rule"] = rule
         out.attrs.update({"knn_chunks": [n_chunks, len(computed), n_chunks - len(computed)],
                           "knn_chunks_computed": computed, "knn_search_seconds": search_seconds,
                           "nnz": int(K.nnz), "gamma_used": float(gamma)})
