@@ -37,7 +37,7 @@ def test_bench_subspace_json_keys_and_agreement():
 
 
 def test_flop_model_at_the_issue_size():
-    """k = 50, d = 100, 76 iterations, one factorisation: about 0.9 MFLOP (the issue's "about 0.8")."""
+    """k = 50, d = 100, 76 iterations, one factorisation: about 0.9 MFLOP."""
     flops, terms = flops_per_column(50, 100, 76, 1)
     assert terms["gram"] == 2 * 50 * 50 * 100 + 2 * 50 * 100 and 0.8e6 < flops < 1.0e6
 

@@ -1,6 +1,6 @@
 """The per-column self-expression solvers against references written from the equations (paper 002, Eq. 6).
 
-Nothing here imports a helper of the code under test.  Per column i, with A = D[N_i]^T (d, k) and x = x_i:
+No solver of the code under test is used here (only its dictionary builders).  Per column i, with A = D[N_i]^T (d, k) and x = x_i:
 
 * SSC (elastic when ridge > 0, weighted when the thresholds differ):
   ``min_c 1/2 ||x - A c||^2 + ridge/2 ||c||^2 + sum_p w_p |c_p|``, solved here by SciPy's L-BFGS-B on the
@@ -110,6 +110,8 @@ def test_ssc_and_lsr_through_self_expression_match_the_references():
 
 
 def test_the_tolerances_catch_a_wrong_formula():
+    """The 1e-6 tolerance of the tests above is tight enough: a halved lam, a dropped ridge or a halved LSR
+    regulariser each move the reference solution by more than 1e-3 (a check of the tests, not of the code)."""
     D, nb, _ = _problem(seed=2)
     i = 5
     A = D.atoms[nb[i]].T

@@ -170,3 +170,28 @@ def test_cached_inverse_reuses_a_shift_and_evicts_round_robin():
     s3 = K.cached_inverse(G, 0.4, U, Y, cache, keys, state)   # third shift: overwrites the oldest slot
     assert s3 == s1 and keys[s1] == 0.4 and 0.1 not in keys
     np.testing.assert_allclose(cache[s3, :5, :5] @ (G + 0.4 * np.eye(5)), np.eye(5), atol=1e-10)
+
+
+def test_a_failed_factor_is_never_used():
+    """A factor that fails (a pivot <= 0) leaves no key behind; the ADMM then keeps its rho (balancing) or stops
+    at z = 0 reporting no convergence (first factor) -- never iterates with a stale or garbage inverse."""
+    rng = np.random.default_rng(1)
+    k = 6
+    A = rng.standard_normal((k, k))
+    G = A @ A.T
+    kp = K.padded(k)
+    U, Y = np.empty((kp, kp)), np.empty((kp, kp))
+    cache = np.full((2, kp, kp), 7.0)
+    keys = np.full(2, np.nan)
+    state = np.zeros(1, dtype=np.int64)
+    s = K.cached_inverse(G, 0.5, U, Y, cache, keys, state)
+    assert s >= 0 and keys[s] == 0.5
+    assert K.cached_inverse(-G, 0.5 + 1e-3, U, Y, cache, keys, state) == -1
+    assert np.isnan(keys).sum() == 1 and keys[s] == 0.5          # the failed slot holds no key
+    assert K.cached_inverse(-G, 0.5 + 1e-3, U, Y, cache, keys, state) == -1   # and is not found later
+    c, z, u, rhs, tr = (np.empty(k) for _ in range(5))
+    cache2 = np.empty((K.INVERSE_SLOTS, kp, kp))
+    keys2 = np.full(K.INVERSE_SLOTS, np.nan)
+    its, ok = K.admm_one(-G, rng.standard_normal(k), np.full(k, 0.1), 0.0, 0.5, 1e-9, 1e-9, 100, True, 1.8,
+                         U, Y, cache2, keys2, np.zeros(1, dtype=np.int64), c, z, u, rhs, tr)
+    assert (its, ok) == (0, False) and not z.any()

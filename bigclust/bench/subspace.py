@@ -15,16 +15,16 @@ Everything is measured in this run (ratios from one run; the machine may be load
   - scikit-learn's ``Lasso`` (coordinate descent, ``alpha = lam / d`` because
     it scales the loss by 1 / (2 n_samples)),
 
-  - the FLOP floor: ``columns_per_second`` against ``flop_floor_columns_per_second``, the
-    columns per second if every FLOP of the column (:data:`FLOP_MODEL`) ran at the dgemm rate of
-    the kernel's own Gram product measured on the same threads in the same run
-    (``floor_ratio``, interleaved with the kernel's runs so that both see the same load; the
-    ``*_cpu`` keys give the same ratios in CPU seconds, which a loaded machine moves far less;
-    the ``*_one_thread`` keys the kernel and the dgemm on one thread: see :func:`one_thread_floor`),
-
   all three solving the same columns to tight tolerances, so their solutions
   agree to 1e-6 (the largest differences are reported).  The references run on
   ``n_ref`` of the columns and are compared per column.
+* The FLOP floor: ``columns_per_second`` against ``flop_floor_columns_per_second``, the
+  columns per second if every FLOP of the column (:data:`FLOP_MODEL`) ran at the dgemm rate of
+  the kernel's own Gram product measured on the same threads in the same run
+  (``floor_ratio``, interleaved with the kernel's runs so that both see the same load).
+  ``columns_per_cpu_second``, ``flop_floor_columns_per_cpu_second``, ``floor_ratio_cpu`` and
+  ``admm_speedup_vs_numpy_cpu`` give the same figures in CPU seconds, which a loaded machine moves
+  far less; the ``*_one_thread`` keys the kernel and the dgemm on one thread (:func:`one_thread_floor`).
 * ``coil20_seconds``: Ak-SSC on COIL-20 end to end (1440 images, flip + 5
   rotations + 5 scalings = 11 augmentations, kNN dictionary, ADMM, fold
   back, Ncut, embedding, 20 k-means restarts), after a warm-up that loads the
@@ -99,10 +99,11 @@ def flops_per_column(k, d, iterations, factorisations):
 FLOP_MODEL = ("per column: 2 k^2 d + 2 k d (the Gram matrix A A^T as one dgemm and A x) + F k^3/3 (one "
               "Cholesky-size factorisation per distinct rho; the kernel's inverse from the Cholesky factor does "
               "k^3, counted at k^3/3 so the floor is the cheapest factorisation's) + I (2 k^2 + 12 k) (per "
-              "iteration one k x k mat-vec and the fused pass, ~12 flops per entry); I is the kernel's mean over "
+              "iteration one k x k mat-vec and the fused pass, counted at 12 flops per entry of its ~24, which "
+              "keeps the floor on the high side); I is the kernel's mean over "
               "the columns, F the NumPy loop's (the same algorithm) over its n_ref columns; floor = (dgemm FLOP/s "
-              "on (k, d) x (d, k) products, one per task of a prange loop over the same threads as the kernel) / "
-              "FLOPs per column")
+              "on (k, d) x (d, k) products, one per task of a prange loop over the same threads as the kernel, "
+              "BLAS on one thread inside each task) / FLOPs per column")
 
 
 def _gemm_tasks_kernel():
@@ -127,7 +128,13 @@ def dgemm_rate(k, d, tasks=None, reps=20):
     out = np.empty((tasks, k, k))
     kern = _gemm_tasks_kernel()
     kern(A[:1], 1, out[:1])                    # compile outside any timing
-    return (lambda: kern(A, reps, out)), 2.0 * k * k * d * tasks * reps
+
+    def run():
+        # one BLAS thread inside each prange task (OpenBLAS threads larger products itself), like the kernel
+        from threadpoolctl import threadpool_limits
+        with threadpool_limits(limits=1, user_api="blas"):
+            kern(A, reps, out)
+    return run, 2.0 * k * k * d * tasks * reps
 
 
 def bench_admm(n=5000, k=50, d=100, repeats=3, n_ref=300, eps=1e-9, relax=None):
@@ -189,6 +196,7 @@ def bench_admm(n=5000, k=50, d=100, repeats=3, n_ref=300, eps=1e-9, relax=None):
             "floor_ratio_cpu": cpu_cps / cpu_floor, "admm_speedup_vs_numpy_cpu": cpu_cps / np_cpu_cps,
             "columns_per_second_one_thread": n / one["admm"], "dgemm_gflops_one_thread": one["gflops"],
             "floor_ratio_one_thread": n / one["admm"] / (one["gflops"] * 1e9 / flops),
+            # the NumPy loop runs on one thread anyway (its products are k x k): its own run's rate
             "admm_speedup_vs_numpy_one_thread": n / one["admm"] / np_cps}
 
 

@@ -124,8 +124,8 @@ def spd_inverse_shifted(G, shift, U, Y, M):
     over row views that start on a multiple of PAD, each loop indexing its views from 0 (Numba cannot
     prove a loop index that starts elsewhere non-negative, and its negative-index check stops the loop
     vectoriser); the few entries past the triangle that this touches are zero or overwritten.
-    Measured at k = 50 (one thread, CPU time, load ~16 on 2 cores): 20 us against 46 us for
-    ``np.linalg.inv`` (LAPACK getrf/getri, which the ADMM used before).
+    Measured at k = 50 (one thread, CPU time): 20 us against 46 us for ``np.linalg.inv``
+    (LAPACK getrf/getri).
     With shift >= rho > 0 the matrix is well conditioned (cond <= (||G|| + shift) / shift), so the
     factor needs no pivoting.
     """
@@ -219,7 +219,7 @@ def spd_inverse_shifted(G, shift, U, Y, M):
 
 @njit(fastmath=ARITH)
 def sym_matvec(M, rhs, out, k):
-    """``out[:k] = M[:k, :k] rhs[:k]`` for a symmetric ``M``, summed as ``sum_q M[q, :] rhs[q]`` in q order.
+    """``out[:k] = M[:k, :k] rhs[:k]`` for a symmetric ``M``, summed as ``sum_q M[q, :] rhs[q]``.
 
     M : IN (>= k, >= k) symmetric, C-contiguous (its rows may be padded, see :data:`PAD`).
     rhs : IN (>= k,).  out : OUT (>= k,) (may not alias rhs).
@@ -259,6 +259,8 @@ def cached_inverse(G, shift, U, Y, cache, keys, state):
     Residual balancing doubles and halves rho exactly, so it often returns to a
     shift it has used before; the inverse of the same matrix by the same
     arithmetic is the same bits, so reusing it changes nothing but the time.
+    Returns -1 if the factor fails (a pivot <= 0: G + shift I is singular to
+    round-off, possible only for a shift near eps ||G||).
     """
     S = keys.shape[0]
     for s in range(S):
@@ -266,7 +268,9 @@ def cached_inverse(G, shift, U, Y, cache, keys, state):
             return s
     s = state[0]
     state[0] = (s + 1) % S
-    spd_inverse_shifted(G, shift, U, Y, cache[s])
+    keys[s] = np.nan                     # the slot is overwritten whether or not the factor succeeds
+    if not spd_inverse_shifted(G, shift, U, Y, cache[s]):
+        return -1
     keys[s] = shift
     return s
 
@@ -313,7 +317,7 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax,
     independent row updates; at k = 50 two solves took 1.6 us per iteration
     against 0.3 us for the mat-vec, while the inverse from the factor
     (:func:`spd_inverse_shifted`, ~20 us) is paid once per value of rho
-    (1.01 per column on ``bigclust bench subspace``; the median column takes 70 iterations).
+    (about once per column on ``bigclust bench subspace``: see :data:`BALANCE`).
 
     G : IN (k, k).  b : IN (k,).  thr : IN (k,) >= 0.  U, Y : scratch (kp, kp), kp = ``padded(k)``.
     cache, keys, state : scratch of :func:`cached_inverse` (S, kp, kp), (S,), (1,);
@@ -329,7 +333,10 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax,
         u[p] = 0.0
         tr[p] = thr[p] / rho
     inv_rho = 1.0 / rho            # u / rho as a product: a vector division costs ~10 multiplications
-    Minv = cache[cached_inverse(G, ridge + rho, U, Y, cache, keys, state)]
+    s0 = cached_inverse(G, ridge + rho, U, Y, cache, keys, state)
+    if s0 < 0:
+        return 0, False            # z = 0, reported as not converged (the caller counts and warns)
+    Minv = cache[s0]
     sk = np.sqrt(k)
     it = 0
     converged = False
@@ -368,9 +375,13 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax,
             converged = True
             break
         if adaptive and it % BALANCE_EVERY == 0 and (r > BALANCE * s or s > BALANCE * r):
-            rho = rho * 2.0 if r > BALANCE * s else rho * 0.5
+            rho_new = rho * 2.0 if r > BALANCE * s else rho * 0.5
+            s1 = cached_inverse(G, ridge + rho_new, U, Y, cache, keys, state)
+            if s1 < 0:             # rho halved to round-off: keep the current rho (its inverse is still held)
+                continue
+            rho = rho_new
             inv_rho = 1.0 / rho
-            Minv = cache[cached_inverse(G, ridge + rho, U, Y, cache, keys, state)]
+            Minv = cache[s1]
             for p in range(k):
                 tr[p] = thr[p] / rho
                 rhs[p] = b[p] + rho * z[p] - u[p]
