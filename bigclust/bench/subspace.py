@@ -102,8 +102,9 @@ FLOP_MODEL = ("per column: 2 k^2 d + 2 k d (the Gram matrix A A^T as one dgemm a
               "iteration one k x k mat-vec and the fused pass, counted at 12 flops per entry of its ~24, which "
               "keeps the floor on the high side); I is the kernel's mean over "
               "the columns, F the NumPy loop's (the same algorithm) over its n_ref columns; floor = (dgemm FLOP/s "
-              "on (k, d) x (d, k) products, one per task of a prange loop over the same threads as the kernel, "
-              "BLAS on one thread inside each task) / FLOPs per column")
+              "on (k, d) x (d, k) products, one per task of a prange loop over the same threads as the kernel; "
+              "OpenBLAS runs a product of k^2 d < 262144 multiply-adds on its calling thread, as the kernel's "
+              "Gram: larger --k / --d may let it start threads of its own) / FLOPs per column")
 
 
 def _gemm_tasks_kernel():
@@ -128,13 +129,7 @@ def dgemm_rate(k, d, tasks=None, reps=20):
     out = np.empty((tasks, k, k))
     kern = _gemm_tasks_kernel()
     kern(A[:1], 1, out[:1])                    # compile outside any timing
-
-    def run():
-        # one BLAS thread inside each prange task (OpenBLAS threads larger products itself), like the kernel
-        from threadpoolctl import threadpool_limits
-        with threadpool_limits(limits=1, user_api="blas"):
-            kern(A, reps, out)
-    return run, 2.0 * k * k * d * tasks * reps
+    return (lambda: kern(A, reps, out)), 2.0 * k * k * d * tasks * reps
 
 
 def bench_admm(n=5000, k=50, d=100, repeats=3, n_ref=300, eps=1e-9, relax=None):
