@@ -321,3 +321,71 @@ def csr_zero_diagonal(data, indices, indptr):
         for k in range(indptr[i], indptr[i + 1]):
             if indices[k] == i:
                 data[k] = 0.0
+
+
+# -- input check and Sinkhorn's final form (no nnz-long temporaries) ---------------
+
+
+@njit(nogil=True)
+def first_nonfinite(data):
+    """Index of the first non-finite stored value, or -1 (no nnz-long mask)."""
+    for p in range(data.shape[0]):
+        if not np.isfinite(data[p]):
+            return p
+    return -1
+
+
+@njit(nogil=True)
+def _mirror(indices, lo, hi, j):
+    """Position of column ``j`` in the sorted ``indices[lo:hi]``, or -1."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        c = indices[mid]
+        if c < j:
+            lo = mid + 1
+        elif c > j:
+            hi = mid
+        else:
+            return mid
+    return -1
+
+
+@njit(parallel=True, nogil=True)
+def csr_symmetry(data, indices, indptr, worst, missing):
+    """Per chunk: ``max |K_ij - K_ji|`` into ``worst``, entries without a stored mirror into ``missing``.
+
+    K must have sorted indices and no duplicates; then every entry having a
+    mirror is the same as ``K.T`` having K's pattern.  The difference is taken
+    in K's dtype, as ``K.data - K.T.data`` would; a max does not depend on order.
+    """
+    n = indptr.shape[0] - 1
+    for c in prange(_CHUNKS):
+        lo, hi = _bounds(n, c)
+        w, m = 0.0, 0
+        for i in range(lo, hi):
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                q = _mirror(indices, indptr[j], indptr[j + 1], i)
+                if q < 0:
+                    m += 1
+                else:
+                    a = abs(data[p] - data[q])
+                    if a > w:
+                        w = a
+        worst[c], missing[c] = w, m
+
+
+@njit(parallel=True, nogil=True)
+def csr_scale_form(data, indices, indptr, u, v, out, r):
+    """``out = diag(u) K diag(v)`` in K's dtype and ``r`` its float64 row sums.
+
+    Each entry is ``(u_i * K_ij) * v_j`` in float64, rounded to K's dtype on the
+    store, exactly as the NumPy expression; ``r_i`` adds the rounded entries in
+    stored order, as ``np.bincount(rows, weights=out)`` does.
+    """
+    for i in prange(indptr.shape[0] - 1):
+        s = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            out[p] = (u[i] * np.float64(data[p])) * v[indices[p]]
+            s += np.float64(out[p])
+        r[i] = s

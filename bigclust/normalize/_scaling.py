@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from bigclust._util import progress
 from bigclust.normalize._common import (History, NormalizeInfo, check_int, check_tol, csr_kernels, kernels, labels,
-                                        like_sparse, row_ids, warn_not_converged)
+                                        like_sparse, warn_not_converged)
 from bigclust.normalize.checks import check_dense, check_sparse
 from bigclust._util.errors import DataError, UserError
 
@@ -55,7 +55,6 @@ class _DenseOp:
 class _SparseOp:
     def __init__(self, template, K):
         self.template, self.K, self.n = template, K, K.shape[0]
-        self.rows = row_ids(K.indptr)
 
     def matvec(self, d):
         return np.asarray(self.K @ d, dtype=np.float64)
@@ -68,8 +67,8 @@ class _SparseOp:
 
     def form(self, u, v):
         K = self.K
-        data = ((u[self.rows] * K.data) * v[K.indices]).astype(K.dtype)
-        r = np.bincount(self.rows, weights=data, minlength=self.n)
+        data, r = np.empty_like(K.data), np.empty(self.n)
+        csr_kernels().csr_scale_form(K.data, K.indices, K.indptr, u, v, data, r)
         return like_sparse(self.template, data, K.indices.copy(), K.indptr.copy(), K.shape), r
 
 
@@ -147,7 +146,8 @@ def _alternating_loop(op, n_iter, tol, hist, what, bar):
 
 def _prepare(K, what, nonneg, y, positive_rows):
     if sp.issparse(K):
-        Kc, _ = check_sparse(K, what, nonneg=nonneg, positive_rows=positive_rows)
+        # K is only read (products and the final form), so it may share the caller's arrays
+        Kc, _ = check_sparse(K, what, nonneg=nonneg, positive_rows=positive_rows, copy=False)
         return _SparseOp(K, Kc), labels(y, Kc.shape[0])
     Kc, _, _ = check_dense(K, what, nonneg=nonneg, positive_rows=positive_rows)
     return _DenseOp(Kc), labels(y, Kc.shape[0])
