@@ -101,3 +101,19 @@ def csr_permute(indptr, indices, data, order, inv, p_indptr, p_indices, p_data):
             p_indices[o] = inv[indices[p]]
             p_data[o] = data[p]
             o += 1
+
+
+@njit(parallel=True)
+def csr_sort_rows_by(indptr, indices, data, key):
+    """IN/OUT: each row's entries sorted by ``key[indices]`` (insertion sort: kNN rows hold ~10-20 entries)."""
+    for i in prange(indptr.shape[0] - 1):
+        a = indptr[i]
+        for p in range(a + 1, indptr[i + 1]):
+            j, v, kj = indices[p], data[p], key[indices[p]]
+            q = p - 1
+            while q >= a and key[indices[q]] > kj:
+                indices[q + 1] = indices[q]
+                data[q + 1] = data[q]
+                q -= 1
+            indices[q + 1] = j
+            data[q + 1] = v

@@ -16,7 +16,7 @@ from bigclust._util.errors import UserError
 EIGH_MAX_N = 2000  # above this a full dense eigendecomposition costs more than Lanczos
 
 
-def top_eigenvectors(P, k, *, solver="auto", random_state=0):
+def top_eigenvectors(P, k, *, solver="auto", random_state=0, order=None):
     """Eigenvectors of the ``k`` largest (algebraic) eigenvalues of symmetric ``P``.
 
     Parameters
@@ -39,6 +39,12 @@ def top_eigenvectors(P, k, *, solver="auto", random_state=0):
         solvers run with BLAS on one thread (see :data:`SPARSE_BLAS_THREADS`).
     random_state : int
         Seeds the start vector so that runs are reproducible.
+    order : (n,) int array, optional
+        P is already renumbered: ``P = M[order][:, order]`` for the matrix M
+        meant (as :func:`local_order` makes it).  ``eigsh`` multiplies by P as
+        it is, starts from the vector drawn in M's numbering (renumbered), and
+        returns the vectors in M's numbering before the sign fix; any other
+        solver gets M back first (a copy).
 
     Returns
     -------
@@ -56,6 +62,10 @@ def top_eigenvectors(P, k, *, solver="auto", random_state=0):
         solver = "eigsh"  # an operator streaming blocks from disk: never densify it
     if solver == "auto":
         solver = auto_solver(P, k)
+    if order is not None and not sp.issparse(P):
+        raise UserError("order= (P already renumbered) needs a sparse P")
+    if order is not None and solver != "eigsh":
+        P, order = permute(P, inverse(order)), None   # only eigsh's path knows the renumbering
     if solver == "eigh":
         from scipy.linalg import eigh
         A = P.toarray() if sp.issparse(P) else np.asarray(P, dtype=np.float64)
@@ -63,7 +73,7 @@ def top_eigenvectors(P, k, *, solver="auto", random_state=0):
     elif sp.issparse(P) and solver in ("eigsh", "components", "lobpcg", "amg"):
         from threadpoolctl import threadpool_limits
         with threadpool_limits(SPARSE_BLAS_THREADS, user_api="blas"):
-            vals, vecs = _iterative(P, k, solver, random_state)
+            vals, vecs = _iterative(P, k, solver, random_state, order)
     else:
         vals, vecs = _iterative(P, k, solver, random_state)
     order = np.argsort(vals)[::-1]
@@ -81,16 +91,21 @@ def top_eigenvectors(P, k, *, solver="auto", random_state=0):
 SPARSE_BLAS_THREADS = 1
 
 
-def _iterative(P, k, solver, random_state):
-    """``(values, vectors)`` (any order) of an iterative solver; see :func:`top_eigenvectors`."""
+def _iterative(P, k, solver, random_state, order=None):
+    """``(values, vectors)`` (any order) of an iterative solver; see :func:`top_eigenvectors`.
+
+    ``order``: P is already renumbered by it (``eigsh`` only).  Below
+    :data:`FLOAT32_OPERATOR_NNZ` entries ARPACK then gets P's float64 copy,
+    the same values in the same places as ``local_order(M, dtype=np.float64)``.
+    """
     from scipy.sparse.linalg import LinearOperator
 
     n = P.shape[0]
     if solver == "eigsh":
         from scipy.sparse.linalg import ArpackNoConvergence, eigsh
         v0 = np.random.default_rng(random_state).uniform(0.5, 1.5, n)
-        A, order = P, None
-        if sp.issparse(P) and n >= REORDER_MIN_ROWS and P.nnz <= FLOAT32_OPERATOR_NNZ:
+        A = P
+        if order is None and sp.issparse(P) and n >= REORDER_MIN_ROWS and P.nnz <= FLOAT32_OPERATOR_NNZ:
             A, order = local_order(P, dtype=np.float64)   # the float64 copy ARPACK's product needs anyway
         try:   # on A = P renumbered the start is v0 renumbered, and the eigenvectors are renumbered back
             vals, vecs = eigsh(_arpack_operand(A), k=k, which="LA", v0=v0 if order is None else v0[order],
@@ -100,7 +115,7 @@ def _iterative(P, k, solver, random_state):
         except ArpackNoConvergence:
             warnings.warn(f"eigsh did not converge for k={k}, n={n}; falling back to lobpcg",
                           RuntimeWarning, stacklevel=3)
-            vals, vecs = _lobpcg(P, k, random_state)
+            vals, vecs = _lobpcg(P, k, random_state, order)
     elif solver == "components":
         if not sp.issparse(P):
             raise UserError("eigensolver 'components' needs a sparse matrix")
@@ -248,19 +263,51 @@ def local_order(P, dtype=None):
     ``dtype``: A's values (default P's; float64 widens a float32 P as it is
     copied, so ARPACK's operand needs no second copy).  Above
     :data:`FLOAT32_OPERATOR_NNZ` entries the eigensolver does not renumber:
-    A would be the 8 bytes an entry that the float32 kernel exists to save.
+    A would be the 8 bytes an entry that the float32 kernel exists to save
+    (the embed stage renumbers the float32 kernel before normalising it and
+    passes ``order`` to :func:`top_eigenvectors` instead).
     """
-    from bigclust.algo._spectral_numba import bfs_order, csr_permute
+    from bigclust.algo._spectral_numba import bfs_order
 
     P = sp.csr_matrix(P)
     order = bfs_order(P.indptr, P.indices)
-    inv = np.empty(order.size, dtype=P.indices.dtype)
-    inv[order] = np.arange(order.size, dtype=P.indices.dtype)
+    return permute(P, order, dtype), order
+
+
+def inverse(order):
+    """The permutation undoing ``order``: ``inverse(order)[order] == arange(n)``."""
+    inv = np.empty_like(order)
+    inv[order] = np.arange(order.size, dtype=order.dtype)
+    return inv
+
+
+def permute(P, order, dtype=None):
+    """Sparse P renumbered by ``order``: ``P[order][:, order]`` with each row in P's stored order (one copy)."""
+    from bigclust.algo._spectral_numba import csr_permute
+
+    P = sp.csr_matrix(P)
+    inv = inverse(order).astype(P.indices.dtype)
     indptr = np.zeros_like(P.indptr)
     np.cumsum(np.diff(P.indptr)[order], out=indptr[1:])
     indices, data = np.empty_like(P.indices), np.empty(P.data.shape, dtype=dtype or P.dtype)
     csr_permute(P.indptr, P.indices, P.data, order, inv, indptr, indices, data)
-    return sp.csr_matrix((data, indices, indptr), shape=P.shape), order
+    return sp.csr_matrix((data, indices, indptr), shape=P.shape)
+
+
+def in_original_row_order(P, order):
+    """IN/OUT: the entries of each row of a renumbered P (rows ``order``) sorted by their original column.
+
+    A normaliser sorts a renumbered kernel's rows by the new column numbers;
+    sorted by the original ones, each row is the one the un-renumbered
+    (sorted) kernel would have given, in the same stored order, so a product
+    by it sums in the same order as before the renumbering (bit for bit).
+    """
+    from bigclust.algo._spectral_numba import csr_sort_rows_by
+
+    csr_sort_rows_by(P.indptr, P.indices, P.data, order)
+    P.has_canonical_format = False   # scipy must not take the rows for sorted by column any more
+    P.has_sorted_indices = False
+    return P
 
 
 def _unpermute(U, order):
@@ -270,14 +317,16 @@ def _unpermute(U, order):
     return V
 
 
-def _lobpcg(P, k, random_state):
+def _lobpcg(P, k, random_state, order=None):
+    """LOBPCG's top-k pairs; ``order``: P is renumbered by it (start block drawn in the original numbering)."""
     from scipy.sparse.linalg import lobpcg
     n = P.shape[0]
     X0 = np.random.default_rng(random_state).standard_normal((n, k))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        vals, vecs = lobpcg(_as_operand(P), X0, largest=True, tol=1e-8, maxiter=2000)
-    return vals, vecs
+        vals, vecs = lobpcg(_as_operand(P), X0 if order is None else X0[order], largest=True, tol=1e-8,
+                            maxiter=2000)
+    return vals, (vecs if order is None else _unpermute(vecs, order))
 
 
 def have_pyamg() -> bool:
@@ -341,14 +390,15 @@ def _lobpcg_amg(P, k, random_state, tol=AMG_TOL, maxiter=400):
     return c - lam, V
 
 
-def embed(P, k, *, solver="auto", random_state=0):
+def embed(P, k, *, solver="auto", random_state=0, order=None):
     """Row-normalised spectral embedding (n, k) of a symmetric similarity.
 
     Rows of zero length (isolated points) are left at zero rather than
     divided by zero; k-means then places them with whichever centre is
-    nearest the origin.
+    nearest the origin.  ``order``: P is renumbered by it, the rows of the
+    embedding are not (see :func:`top_eigenvectors`).
     """
-    _, V = top_eigenvectors(P, k, solver=solver, random_state=random_state)
+    _, V = top_eigenvectors(P, k, solver=solver, random_state=random_state, order=order)
     norms = np.linalg.norm(V, axis=1)
     nz = norms > 0
     V[nz] /= norms[nz, None]
