@@ -214,6 +214,25 @@ def test_minibatch_kmeans_selected_by_config_and_threshold(tmp_path, blob_file, 
     assert len(s.stage_keys("cluster")) == 6  # n = 150 > 100: mini-batch again, other params
 
 
+def test_minibatch_reads_a_small_embedding_once_with_the_same_labels(tmp_path, blob_file, make_config):
+    """An embedding within a quarter of max_memory is read into memory (random batches would decompress every
+    zarr chunk per step); the labels and inertia equal those of the lazy zarr read."""
+    from bigclust.pipeline.stages import ClusterParams, cluster
+
+    cfg = _with(make_config(blob_file), "n_init = 5", 'n_init = 3\nalgorithm = "minibatch"\nbatch_size = 64')
+    run(cfg)
+    s = Store(tmp_path / "store.zarr")
+    key = sorted(s.stage_keys("embed"))[0]
+    out = {}
+    for budget in (0, 1 << 30):
+        p = ClusterParams(input=key, src="embed", array="E", k=3, n_init=3, max_iter=100, algorithm="minibatch",
+                          minibatch_threshold=100, batch_size=64, seed=0, max_memory=budget)
+        cluster(tmp_path / "store.zarr", f"mb{budget}", {}, p)
+        g = s.open("cluster", f"mb{budget}")
+        out[budget] = (g["labels"][...], g["inertia"][...])
+    assert np.array_equal(out[0][0], out[1 << 30][0]) and np.array_equal(out[0][1], out[1 << 30][1])
+
+
 def test_knn_affinity_sparse_path(tmp_path, blob_file, make_config):
     cfg = _with(make_config(blob_file), 'names = ["kmeans", "ra", "ncut"]',
                 'names = ["ra", "ncut", "sk", "bbs"]\n[bbs]\nsolver = "dual"')

@@ -103,6 +103,7 @@ class ClusterParams:
     minibatch_threshold: int | None               # None for algorithm = "lloyd"
     batch_size: int | None
     seed: int
+    max_memory: int = field(default=0, metadata=RUNTIME)   # 0: no budget (read lazily from zarr)
 
 
 @dataclass
@@ -214,7 +215,10 @@ def cluster(store_path, key, attrs, p: ClusterParams, **_):
     else:
         # mini-batch reads only sampled rows and then one row chunk at a time from zarr;
         # sparse data are densified one batch (or final-pass block) at a time
-        X = read_matrix(g_in, p.array, lazy=not sparse)
+        # a batch's random rows touch every zarr chunk: an array that fits a quarter of the budget is read
+        # once (8.1M x 10 float64, 0.65 GB: each of 1000 steps decompressed all of it), the same rows and sums
+        fits = not sparse and p.max_memory and n * g_in[p.array].shape[1] * 8 <= p.max_memory // 4
+        X = read_matrix(g_in, p.array, lazy=not (sparse or fits))
         import dask
         with dask.config.set(scheduler="synchronous"):  # zarr reads; may run inside a worker task
             res = minibatch_kmeans(X, p.k, n_init=p.n_init, batch_size=p.batch_size,
@@ -326,7 +330,8 @@ def _build_cluster(ctx: Context, src, inputs):
     return [ClusterParams(input=key, src=src, array=STAGES[src].output if src in STAGES else "X", k=ctx.k,
                           n_init=cl["n_init"], max_iter=cl["max_iter"], algorithm=cl["algorithm"],
                           minibatch_threshold=None if lloyd else cl["minibatch_threshold"],
-                          batch_size=None if lloyd else cl["batch_size"], seed=cl["seed"])]
+                          batch_size=None if lloyd else cl["batch_size"], seed=cl["seed"],
+                          max_memory=ctx.cfg.max_memory)]
 
 
 def _build_assign(ctx: Context, src, inputs):
