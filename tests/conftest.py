@@ -1,10 +1,11 @@
-"""Shared fixtures: small synthetic data, config writing, the real-data root."""
+"""Shared fixtures: small synthetic data, config writing, the real-data root, reading a Source whole."""
 import os
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 
 @pytest.fixture(scope="session")
@@ -44,10 +45,31 @@ def docs(n=180, k=3, d=24, seed=0):
     return X, y
 
 
+def collect(src, chunk_rows):
+    """Concatenate all chunks, checking every chunk but the last is full."""
+    chunks = list(src.iter_chunks(chunk_rows))
+    assert all(X.shape[0] == chunk_rows for X, _ in chunks[:-1])
+    assert 0 < chunks[-1][0].shape[0] <= chunk_rows
+    for X, y in chunks:
+        assert X.dtype == np.float32 and y.dtype == np.int64
+    Xs = [X for X, _ in chunks]
+    X = sp.vstack(Xs, format="csr") if sp.issparse(Xs[0]) else np.concatenate(Xs)
+    return X, np.concatenate([y for _, y in chunks])
+
+
 @pytest.fixture
 def blob_file(tmp_path):
     X, y = blobs()
     p = tmp_path / "blobs.npz"
+    np.savez(p, X=X, y=y)
+    return p
+
+
+@pytest.fixture
+def small(tmp_path):
+    """A 60-row, 3-class blob file (fast end to end)."""
+    X, y = blobs(n=60)
+    p = tmp_path / "small.npz"
     np.savez(p, X=X, y=y)
     return p
 

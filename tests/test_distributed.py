@@ -65,3 +65,56 @@ def test_a_large_array_reaches_a_stage_task_without_dask_s_large_graph_warning()
             weighted = _submit(client, np.dot, y, b=y[::-1].copy())
     assert total == y.sum() and weighted == np.dot(y, y[::-1])
     assert not [w for w in caught if "large graph" in str(w.message)]
+
+
+def _dying_stage():
+    """A stage whose worker process dies (as under the kernel's out-of-memory killer) the first time it runs."""
+    def die_once(marker, *arrays):
+        import os
+        import pathlib
+        import signal
+        if not pathlib.Path(marker).exists():
+            pathlib.Path(marker).write_text("died")
+            os.kill(os.getpid(), signal.SIGKILL)
+        return 7
+    return die_once
+
+
+def test_local_cluster_keeps_distributed_s_warnings_off_the_terminal_and_says_a_dead_worker_once(tmp_path, capfd):
+    # distributed's nanny / worker WARNING lines would land among the stage lines and progress bars
+    import logging
+    import sys
+    import warnings
+
+    from bigclust.pipeline.scheduler import _submit, dask_client
+    handler = logging.StreamHandler(sys.stderr)   # distributed's own, which it adds unless the root has one (pytest)
+    logging.getLogger("distributed").addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with dask_client("local-cluster", 1) as client:
+                assert handler.level == logging.ERROR
+                assert _submit(client, _dying_stage(), str(tmp_path / "marker")) == 7   # run again on a new worker
+        assert handler.level == logging.NOTSET
+    finally:
+        logging.getLogger("distributed").removeHandler(handler)
+    said = [str(w.message) for w in caught if "Dask worker" in str(w.message)]
+    assert len(said) == 1, said
+    assert said[0].startswith("a Dask worker of the local cluster died while running die_once (its process ended "
+                              "unexpectedly") and "run fewer [dask] n_workers (1 now" in said[0]
+    err = capfd.readouterr().err
+    assert "distributed." not in err and "WARNING" not in err, err     # the worker processes' stderr too
+
+
+def test_a_dead_worker_that_stops_the_run_is_one_error_line(tmp_path, capfd):
+    # the stage's 2 MiB argument is scattered to the worker and lost with it: the task cannot run again
+    from bigclust._util.errors import UserError
+    from bigclust.pipeline.scheduler import _submit, dask_client
+    with pytest.raises(UserError, match=r"died while running die_once \(.*\) and the run cannot go on "
+                                        r"\(FutureCancelledError\): .*n_workers.* running the same command again "
+                                        r"resumes$") as e:
+        with dask_client("local-cluster", 1) as client:
+            _submit(client, _dying_stage(), str(tmp_path / "marker"), np.zeros(2**18))
+    assert "\n" not in str(e.value)
+    err = capfd.readouterr().err
+    assert "distributed." not in err, err    # nor the scheduler's ERROR lines about the same death

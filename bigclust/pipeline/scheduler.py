@@ -6,6 +6,9 @@ that is not a Dask scheduler, or an address without a port is one line.  A
 stage that needs every row runs as one task (:func:`submit`); warnings it
 raises on a worker are recorded there and re-emitted on the client, and a
 scheduler lost mid-run is one line saying that the same command resumes.
+A ``local-cluster`` run keeps distributed's WARNING log lines off the terminal;
+a worker of it that dies (over its memory limit, say) is one line instead
+(:class:`_WorkerDeaths`).
 """
 from __future__ import annotations
 
@@ -57,9 +60,29 @@ def dask_client(scheduler: str | None, n_workers: int = 1, probe: bool = True):
     from distributed import Client, LocalCluster
 
     if scheduler == "local-cluster":
+        import logging
+        import warnings
+
+        from distributed.scheduler import KilledWorker
+
+        # silence_logs: while the cluster runs, distributed's stderr handlers (here: scheduler and nannies; in the
+        # workers: their memory monitor) show ERROR and above only -- not a WARNING line per memory alarm and
+        # restart among the stage lines; a worker that dies is said once, by _WorkerDeaths.  The scheduler's HTTP
+        # routes (no dashboard) on a free loopback port: on 8787, taken by any other cluster, it warns and moves
         with keep_environ(), LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                          dashboard_address=None) as cluster, Client(cluster) as client:
-            yield client
+                                          dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                                          silence_logs=logging.ERROR) as cluster, \
+                Client(cluster) as client, _WorkerDeaths(client, n_workers) as deaths:
+            try:
+                yield client
+            except (KilledWorker, *_lost_scheduler_errors()) as e:
+                if not deaths.wait():
+                    raise
+                raise UserError(deaths.say(f"and the run cannot go on ({type(e).__name__})") + "; finished stages "
+                                "are kept in the store: running the same command again resumes") from None
+            finally:
+                if deaths.died and not deaths.said:
+                    warnings.warn(deaths.say("and its tasks were run again on a new worker"), RuntimeWarning)
         return
     timeout = f"{SCHEDULER_TIMEOUT:g}s"
     if probe:
@@ -80,6 +103,74 @@ def dask_client(scheduler: str | None, n_workers: int = 1, probe: bool = True):
 
 #: seconds to wait for a Dask scheduler to connect and answer its handshake
 SCHEDULER_TIMEOUT = 10.0
+
+
+class _WorkerDeaths:
+    """The workers of a run's LocalCluster that die mid-run, from the scheduler's events: the nanny's kill
+    over the memory limit, the system's out-of-memory killer, a crash.  :meth:`say` makes the one line a run
+    gives about them (the first death: its tasks -- a stage task is named after its stage, :func:`_submit` --,
+    its cause, what to change); the scheduler's own ERROR lines about the same deaths are dropped meanwhile."""
+
+    def __init__(self, client, n_workers: int):
+        import threading
+        self.client, self.n_workers = client, n_workers
+        self.died: list[tuple[str, list[str]]] = []   # (worker, names of the tasks it was running)
+        self.rss: dict[str, int] = {}                 # worker -> its memory when its nanny stopped it
+        self.said, self._seen = False, threading.Event()
+        workers = client.scheduler_info()["workers"].values()
+        self.limit = min((w.get("memory_limit") or 0 for w in workers), default=0)
+
+    def __enter__(self):
+        import logging
+        self.client.subscribe_topic("worker-restart-memory", self._memory)
+        self.client.subscribe_topic("all", self._event)
+        logging.getLogger("distributed.scheduler").addFilter(self._not_ours)
+        return self
+
+    def __exit__(self, *exc_info):
+        import logging
+        logging.getLogger("distributed.scheduler").removeFilter(self._not_ours)
+        for topic in ("worker-restart-memory", "all"):  # before the client closes: else the scheduler sends this
+            self.client.unsubscribe_topic(topic)        # client's own remove-client event to a closed comm
+        return False
+
+    @staticmethod
+    def _not_ours(record) -> bool:
+        """False for the scheduler's ERROR lines about a dead worker ("... lose scattered data", "Task ... marked
+        as failed because 4 workers died"): the run says it (:meth:`say`)."""
+        msg = record.getMessage()
+        return not (msg.startswith("Removing worker") or "workers died while trying to run it" in msg)
+
+    def _memory(self, event):
+        self.rss[event[1]["worker"]] = event[1]["rss"]
+
+    def _event(self, event):
+        from dask.utils import key_split
+        msg = event[1]
+        if msg.get("action") == "remove-worker" and not msg.get("expected"):
+            self.died.append((msg["worker"], sorted({key_split(k) for k in msg.get("processing-tasks", ())})))
+            self._seen.set()
+
+    def wait(self, timeout: float = 2.0) -> bool:
+        """Whether a worker died (its event may reach the client just after the failure it caused)."""
+        return bool(self.died) or self._seen.wait(timeout)
+
+    def say(self, outcome: str) -> str:
+        """The line about the first death (and how many there were): ``outcome`` follows its cause."""
+        import dask
+        from dask.utils import format_bytes
+        self.said = True
+        worker, tasks = self.died[0]
+        limit = format_bytes(self.limit) if self.limit else "no limit"
+        if worker in self.rss:
+            frac = dask.config.get("distributed.worker.memory.terminate") or 1
+            cause = f"its nanny stopped it at {format_bytes(self.rss[worker])}, over {frac:.0%} of its {limit} limit"
+        else:
+            cause = "its process ended unexpectedly, e.g. killed by the system's out-of-memory killer"
+        more = f"; {len(self.died)} worker deaths in all" if len(self.died) > 1 else ""
+        return (f"a Dask worker of the local cluster died while running {', '.join(tasks) or 'no task'} "
+                f"({cause}{more}) {outcome}: to give a stage more memory, run fewer [dask] n_workers "
+                f"({self.n_workers} now, {limit} each) or set [store] max_memory well below {limit}")
 
 
 def _lost_scheduler_errors() -> tuple:
@@ -246,7 +337,9 @@ def _submit(client, fn, *args, **kwargs):
     from bigclust._util.progress import gather
     args = [scattered(client, a) for a in args]
     kwargs = {k: scattered(client, v) for k, v in kwargs.items()}
-    fut = client.submit(_run_recording_warnings, fn, *args, **kwargs, pure=False)
-    out, caught = gather(client, [fut], f"{getattr(fn, '__name__', 'stage')} on the cluster")[0]
+    import uuid
+    name = getattr(fn, "__name__", "stage")   # the task is named after its stage, e.g. in _WorkerDeaths.say
+    fut = client.submit(_run_recording_warnings, fn, *args, **kwargs, key=f"{name}-{uuid.uuid4().hex}")
+    out, caught = gather(client, [fut], f"{name} on the cluster")[0]
     _reemit(caught)
     return out
