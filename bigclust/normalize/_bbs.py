@@ -118,16 +118,20 @@ def bbs(K, solver="dual", n_iter=1000, tol=None, *, y=None, record_every=0, retu
     if sp.issparse(K):
         from bigclust.normalize import _bbs_sparse as impl
 
-        Kc, _ = check_sparse(K, "BBS")
-        Kc = impl.self_loop_support(Kc, self_loops)
+        # the solvers only read K: a canonical input is shared, not copied (a gigabyte at 8M rows).  The
+        # self-loop support's own copy of the values (the default "zero") is scratch: G's values go there
+        Ks = check_sparse(K, "BBS", copy=False)[0]   # not its row sums: one n-vector fewer in the solve
+        Kc = impl.self_loop_support(Ks, self_loops)
+        scratch = Kc.data is not Ks.data
+        del Ks
         dt = storage_dtype(dtype, Kc.dtype)
         hist = History(labels(y, Kc.shape[0]), record_every)
         if solver == "alternating":
-            G, info = impl.alternating(K, Kc, dt, n_iter, tol, hist)
+            G, info = impl.alternating(K, Kc, dt, n_iter, tol, hist, scratch)
         elif solver == "dykstra":
-            G, info = impl.dykstra(K, Kc, dt, n_iter, tol, hist)
+            G, info = impl.dykstra(K, Kc, dt, n_iter, tol, hist, scratch)
         else:
-            G, info = impl.dual(K, Kc, dt, n_iter, tol, hist)
+            G, info = impl.dual(K, Kc, dt, n_iter, tol, hist, scratch=scratch)
     else:
         from bigclust.normalize import _bbs_dense as impl
 

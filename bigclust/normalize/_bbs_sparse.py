@@ -111,11 +111,16 @@ def _check_rows(K):
 
 def _local_order(K):
     """``(P K P^T, order)`` with rows in breadth-first order (:func:`bigclust.algo.spectral.local_order`),
-    or ``(K, None)`` below REORDER_MIN_ROWS."""
+    or ``(K, None)`` below REORDER_MIN_ROWS or when K is in that order already.
+
+    The embed stage hands over a K it renumbered so, with sorted rows: then
+    the breadth-first order is the identity, and the copy it would make holds
+    K's own arrays (a gigabyte at 8.1M rows) -- K itself serves, same bits.
+    """
     if K.shape[0] < REORDER_MIN_ROWS:
         return K, None
-    A, order = local_order(K)
-    return type(K)((A.data, A.indices, A.indptr), shape=K.shape), order
+    A, order = local_order(K, unless_ordered=True)
+    return (K, None) if order is None else (type(K)((A.data, A.indices, A.indptr), shape=K.shape), order)
 
 
 class Support:
@@ -129,7 +134,6 @@ class Support:
         self.diag_stored = np.empty(self.n, dtype=np.bool_)
         self.kdiag = np.empty(self.n)
         csr_kernels().csr_diagonal(K.data, self.indices, self.indptr, self.diag_stored, self.kdiag)
-        self.diag = np.diff(self.indptr) + self.diag_stored
         self.parallel = self.indices.shape[0] >= PARALLEL_MIN_NNZ
         self.n_cg = 0
         self._warned = False
@@ -157,7 +161,8 @@ class Support:
             csr_kernels().pattern_matvec(self.indptr[:-1], self.indptr[1:], self.indices, 0.0, x_prev, out)
             if norm2(b - out) < norm2(b):
                 x = x_prev.copy()
-        ok = self.cg(self.indptr[1:], self.indices, b, x, 0.0, 1.0 / self.diag, rtol,
+        diag = np.diff(self.indptr) + self.diag_stored  # made per solve: the dual Newton steps do not need it
+        ok = self.cg(self.indptr[1:], self.indices, b, x, 0.0, 1.0 / diag, rtol,
                      max(100, min(10 * self.n, 5000)))
         if not ok and not self._warned:
             self._warned = True
@@ -169,15 +174,15 @@ class Support:
     def evaluate(self, data, mu, lst=None):
         """Row sums, sums of squares and active counts at ``mu`` (and, into ``lst``, the active set).
 
-        With ``lst`` (nnz,) the active set comes back as ``(stop, lst)`` for
-        :meth:`cg`: row i's active columns are ``lst[indptr[i]:stop[i]]``.
+        With ``lst`` (nnz,) the active set is listed in it for :meth:`cg`: row
+        i's active columns are ``lst[indptr[i]:indptr[i] + cnt[i]]``.
         """
         n = self.n
         r, sq, cnt = np.empty(n), np.empty(n), np.empty(n, dtype=np.int64)
         listing = lst is not None
         lst = lst if listing else np.empty(0, dtype=self.indices.dtype)
         csr_kernels().csr_dual_eval(data, self.indices, self.indptr, mu, r, sq, cnt, lst, listing)
-        return (r, sq, cnt, (self.indptr[:-1] + cnt, lst)) if listing else (r, sq, cnt)
+        return r, sq, cnt
 
     def class_sums(self, data, codes):
         r, rc = np.empty(self.n), np.empty(self.n)
@@ -185,15 +190,18 @@ class Support:
         return r, rc
 
     def dual_class_sums(self, mu, codes):
-        out = np.empty(self.K.data.shape[0])
-        csr_kernels().csr_dual_form(self.K.data, self.indices, self.indptr, mu, out, np.empty(self.n))
-        return self.class_sums(out, codes)
+        r, rc = np.empty(self.n), np.empty(self.n)
+        csr_kernels().csr_dual_class_sums(self.K.data, self.indices, self.indptr, mu, codes, r, rc)
+        return r, rc
 
 
-def alternating(template, K, dt, n_iter, tol, hist):
-    """Alg. 1 within the support: support projection (CG), then clip, fused."""
+def alternating(template, K, dt, n_iter, tol, hist, scratch=False):
+    """Alg. 1 within the support: support projection (CG), then clip, fused.
+
+    ``scratch``: K's values are the caller's own copy; they become the iterate (no second copy).
+    """
     sup = Support(K)
-    data = K.data.astype(dt, copy=True)
+    data = K.data if scratch and K.data.dtype == dt else K.data.astype(dt, copy=True)
     r = sup.row_sums(data)
     mu = None
     t, err, converged = 0, float(np.abs(r - 1.0).max()), False
@@ -213,8 +221,8 @@ def alternating(template, K, dt, n_iter, tol, hist):
                             method="bbs/alternating", n_inner=sup.n_cg)
 
 
-def dykstra(template, K, dt, n_iter, tol, hist):
-    """Dykstra in the ``K + m 1^T + 1 m^T`` form, each step a support projection."""
+def dykstra(template, K, dt, n_iter, tol, hist, scratch=False):
+    """Dykstra in the ``K + m 1^T + 1 m^T`` form, each step a support projection (``scratch``: as :func:`dual`)."""
     sup = Support(K)
     m = np.zeros(sup.n)
     r = sup.evaluate(K.data, m)[0]
@@ -235,16 +243,19 @@ def dykstra(template, K, dt, n_iter, tol, hist):
                 break
     if tol is not None and not converged:
         warn_not_converged("sparse BBS (dykstra)", t, err, tol)
-    G, info = _finish(template, K, m, dt, "bbs/dykstra", sup.n_cg)
+    G, info = _finish(template, K, m, dt, "bbs/dykstra", sup.n_cg, scratch)
     info.n_iter, info.converged, info.history = t, converged or tol is None, hist.rows
     return G, info
 
 
-def dual(template, K, dt, n_iter, tol, hist, mu0=None):
+def dual(template, K, dt, n_iter, tol, hist, mu0=None, scratch=False):
     """Semismooth Newton on the dual; each step lists its active set once for the CG products.
 
     Large K is solved renumbered (:func:`_local_order`); ``mu`` comes back in
-    K's numbering and G is formed on K itself.
+    K's numbering and G is formed on K itself.  ``scratch``: K's values are the
+    caller's own copy (``self_loop_support`` made it), overwritten by G's.  G's
+    indices go into the active-set buffer, which is free by then: besides K,
+    the solve holds that buffer and n-vectors only.
     """
     _check_rows(K)  # before renumbering, so that a message names K's own row
     Kp, order = _local_order(K)
@@ -261,17 +272,17 @@ def dual(template, K, dt, n_iter, tol, hist, mu0=None):
     lst = np.empty(Kp.indices.shape[0], dtype=Kp.indices.dtype)
 
     def evaluate(mu):
-        r, sq, cnt, active = sup.evaluate(Kp.data, mu, lst)
-        return r, sq, (cnt, active)
+        return sup.evaluate(Kp.data, mu, lst)   # the state is the active counts; the active set is in lst
 
-    def jacobian(mu, state):
-        cnt, (stop, indices) = state
-        diag = cnt + (sup.diag_stored & (sup.kdiag + 2.0 * mu > 0.0))
-
+    def jacobian(mu, cnt):
         def solve(rhs, eps, rtol, maxiter):
+            # the diagonal and the active rows' ends exist during this CG only (two n-vectors fewer besides
+            # every evaluated point); the same numbers as 1.0 / (diag + eps)
+            dinv = cnt + (sup.diag_stored & (sup.kdiag + 2.0 * mu > 0.0)) + eps
+            np.divide(1.0, dinv, out=dinv)
             x = np.zeros(sup.n)
             n0 = sup.n_cg
-            sup.cg(stop, indices, rhs, x, eps, 1.0 / (diag + eps), rtol, maxiter)
+            sup.cg(sup.indptr[:-1] + cnt, lst, rhs, x, eps, dinv, rtol, maxiter)
             return x, sup.n_cg - n0
         return solve
 
@@ -282,20 +293,28 @@ def dual(template, K, dt, n_iter, tol, hist, mu0=None):
     if order is not None:
         mu_p, mu = mu, np.empty_like(mu)
         mu[order] = mu_p
-    G, info = _finish(template, K, mu, dt, "bbs/dual", sup.n_cg)
+    G, info = _finish(template, K, mu, dt, "bbs/dual", sup.n_cg, scratch, lst)
     info.n_iter, info.converged, info.history = k, converged, hist.rows
     return G, info
 
 
-def _finish(template, K, mu, dt, method, n_cg):
-    """``G = max(K + mu 1^T + 1 mu^T, 0)`` on E and its KKT residuals, in one compiled pass."""
-    data = np.empty(K.data.shape[0], dtype=dt)
+def _finish(template, K, mu, dt, method, n_cg, scratch=False, indices=None):
+    """``G = max(K + mu 1^T + 1 mu^T, 0)`` on E and its KKT residuals, in one compiled pass.
+
+    ``scratch``: G's values overwrite K's (the caller's own copy) when the dtypes
+    agree; ``indices``: a free buffer of K's index dtype that receives G's indices.
+    """
+    data = K.data if scratch and K.data.dtype == dt else np.empty(K.data.shape[0], dtype=dt)
     r = np.empty(K.shape[0])
     stats = np.zeros((3, csr_kernels()._CHUNKS))
     csr_kernels().csr_dual_finish(K.data, K.indices, K.indptr, mu, data, r, stats)
     err = float(np.abs(r - 1.0).max())
     kkt = {"primal_row_err": err, "primal_min": float(stats[0].min()),
            "dual_feasibility": float(max(0.0, -stats[1].min())), "complementarity": float(stats[2].max())}
-    G = like_sparse(template, data, K.indices.copy(), K.indptr.copy(), K.shape)
+    if indices is not None and indices.dtype == K.indices.dtype and indices.shape == K.indices.shape:
+        np.copyto(indices, K.indices)
+    else:
+        indices = K.indices.copy()
+    G = like_sparse(template, data, indices, K.indptr.copy(), K.shape)
     return G, NormalizeInfo(n_iter=0, converged=True, row_err=err, kkt=kkt, method=method, mu=mu,
                             n_inner=n_cg)

@@ -152,7 +152,11 @@ class History:
         return self.codes is not None
 
     def add(self, t, rs, rc=None):
-        mb = float(np.mean(np.abs(rs - 1.0)))
+        self.add_errors(t, rs - 1.0, rc)
+
+    def add_errors(self, t, F, rc=None):
+        """:meth:`add` from the row errors ``F = rs - 1`` (the Newton loop keeps those, not ``rs``)."""
+        mb = float(np.mean(np.abs(F)))
         mc = float(np.mean(np.abs(rc - 1.0))) if rc is not None else float("nan")
         self.rows.append((int(t), mb, mc))
 

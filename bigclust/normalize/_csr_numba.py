@@ -238,6 +238,28 @@ def csr_dual_form(data, indices, indptr, mu, out_data, r_out):
 
 
 @njit(parallel=True, nogil=True)
+def csr_dual_class_sums(data, indices, indptr, mu, y, r_out, rc_out):
+    """:func:`csr_class_sums` of ``max(K + mu_i + mu_j, 0)`` without forming it (no nnz float64 array).
+
+    Each entry is :func:`csr_dual_form`'s float64 value, added in stored order:
+    the bits of that form followed by the class sums.
+    """
+    for i in prange(indptr.shape[0] - 1):
+        mi = mu[i]
+        yi = y[i]
+        s = 0.0
+        sc = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            v = _pos_shift(data[k], mi, mu[j])
+            s += v
+            if y[j] == yi:
+                sc += v
+        r_out[i] = s
+        rc_out[i] = sc
+
+
+@njit(parallel=True, nogil=True)
 def csr_class_sums(data, indices, indptr, y, row0, r_out, rc_out):
     """Row sums and same-class row sums of a CSR row block starting at row ``row0`` (MB, MC)."""
     for i in prange(indptr.shape[0] - 1):
@@ -288,10 +310,11 @@ def _finish_rows(data, indices, indptr, mu, out_data, r_out, lo, hi, stats, c):
         s = 0.0
         for k in range(indptr[i], indptr[i + 1]):
             j = indices[k]
-            out_data[k] = _pos_shift(data[k], mi, mu[j])
+            dk = data[k]  # read before the store: out_data may be data itself
+            out_data[k] = _pos_shift(dk, mi, mu[j])
             g = np.float64(out_data[k])  # the stored (possibly float32) value is the one the residuals judge
             s += out_data[k]
-            lam = g - (np.float64(data[k]) + (mi + mu[j]))
+            lam = g - (np.float64(dk) + (mi + mu[j]))
             g_min = min(g_min, g)
             lam_min = min(lam_min, lam)
             comp = max(comp, abs(lam * g))
@@ -307,7 +330,8 @@ def csr_dual_finish(data, indices, indptr, mu, out_data, r_out, stats):
 
     ``stats`` (3, _CHUNKS) OUT: per row chunk the smallest ``G_ij`` (and 0),
     the smallest multiplier ``lam_ij = G_ij - (K_ij + mu_i + mu_j)`` (and 0)
-    and the largest ``|lam_ij G_ij|`` (complementarity).
+    and the largest ``|lam_ij G_ij|`` (complementarity).  ``out_data`` may be
+    ``data`` itself (a copy of K's values the caller owns becomes G's).
     """
     for c in prange(_CHUNKS):
         lo, hi = _bounds(indptr.shape[0] - 1, c)

@@ -61,35 +61,42 @@ def newton(evaluate, jacobian, mu, tol, max_iter, hist, class_sums):
 
 
 def _loop(evaluate, jacobian, mu, tol, max_iter, hist, class_sums, bar):
+    # the loop holds n-vectors only (the sparse solver's memory besides K: 8 bytes a row each): F overwrites
+    # the row sums it comes from, the squares are kept as their sum, and a step's solve (with the
+    # Jacobian's diagonal) is dropped once it has returned -- the same numbers as keeping them all
     mu = np.array(mu, dtype=np.float64)
-    r, sq, state = evaluate(mu)
-    F = r - 1.0
-    theta = 0.5 * sq.sum() - 2.0 * mu.sum()
+    F, sq, state = _at(evaluate, mu)
+    theta = 0.5 * sq - 2.0 * mu.sum()
     n_cg = 0
     k = 0
     while True:
         err = float(np.abs(F).max())
         if hist.due(k):
-            hist.add(k, r, class_sums(mu)[1] if hist.wants_classes else None)
+            hist.add_errors(k, F, class_sums(mu)[1] if hist.wants_classes else None)
         if err <= tol or k >= max_iter:
             return mu, k, err <= tol, err, n_cg
-        solve = jacobian(mu, state)
-        delta, it = solve(-F, min(1e-3, err), min(0.1, norm2(F)), max(50, min(mu.size, 1000)))
+        delta, it = jacobian(mu, state)(-F, min(1e-3, err), min(0.1, norm2(F)), max(50, min(mu.size, 1000)))
         n_cg += it
         slope = 2.0 * float(np.sum(F * delta))  # directional derivative of theta, < 0
-        slack = 1e-12 * (0.5 * sq.sum() + 2.0 * np.abs(mu).sum())
+        slack = 1e-12 * (0.5 * sq + 2.0 * np.abs(mu).sum())
         step = 1.0
         for _ in range(60):
             mu_t = mu + step * delta
-            r_t, sq_t, state_t = evaluate(mu_t)
-            theta_t = 0.5 * sq_t.sum() - 2.0 * mu_t.sum()
+            F_t, sq_t, state_t = _at(evaluate, mu_t)
+            theta_t = 0.5 * sq_t - 2.0 * mu_t.sum()
             if theta_t <= theta + 1e-4 * step * slope + slack:
                 break
             step *= 0.5
         else:
             # no decrease representable any more: we are at the accuracy floor
             return mu, k, err <= tol, err, n_cg
-        mu, r, sq, state, theta = mu_t, r_t, sq_t, state_t, theta_t
-        F = r - 1.0
+        mu, F, sq, state, theta = mu_t, F_t, sq_t, state_t, theta_t
         k += 1
         bar.update(1)
+
+
+def _at(evaluate, mu):
+    """``(F, sum of squares, state)`` at ``mu``: ``F = r - 1`` written over r, the squares summed at once."""
+    r, sq, state = evaluate(mu)
+    r -= 1.0
+    return r, sq.sum(), state
