@@ -37,6 +37,38 @@ def dense_components(A, labels):
     return ncomp
 
 
+@njit
+def csr_components(indptr, indices, data, labels):
+    """Connected components of the graph of a CSR matrix's non-zero entries (symmetric pattern).
+
+    OUT ``labels`` (n,) int64, numbered in the order of each component's lowest row (as scipy's
+    ``connected_components`` numbers them).  Returns the number of components.  Stored zeros are
+    not edges.  Breadth-first search over K's own arrays: two n-vectors, nothing of nnz size (scipy's
+    csgraph converts K to float64 and builds its transpose: ~24 bytes per stored entry).
+    """
+    n = indptr.shape[0] - 1
+    labels[:] = -1
+    queue = np.empty(n, dtype=np.int64)
+    ncomp = 0
+    for s in range(n):
+        if labels[s] >= 0:
+            continue
+        labels[s] = ncomp
+        head, tail = 0, 1
+        queue[0] = s
+        while head < tail:
+            i = queue[head]
+            head += 1
+            for t in range(indptr[i], indptr[i + 1]):
+                j = indices[t]
+                if labels[j] < 0 and data[t] != 0:
+                    labels[j] = ncomp
+                    queue[tail] = j
+                    tail += 1
+        ncomp += 1
+    return ncomp
+
+
 @njit(parallel=True)
 def csr_matvec(indptr, indices, data, x, y):
     """OUT ``y = A @ x`` for CSR A, float32 or float64 values, float64 x and y; rows in parallel.

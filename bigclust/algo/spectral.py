@@ -421,14 +421,11 @@ def components(K):
     Explicitly stored zeros are not edges (scipy's csgraph would count them:
     the exact BBS keeps the entries it clips to 0 in K's pattern).
     """
-    from scipy.sparse.csgraph import connected_components
+    from bigclust.algo._spectral_numba import csr_components, dense_components
     if sp.issparse(K):
-        K = sp.csr_matrix(K)
-        if K.nnz and not np.all(K.data):
-            K = K.copy()
-            K.eliminate_zeros()
-        return connected_components(K, directed=False)
-    from bigclust.algo._spectral_numba import dense_components
+        K = sp.csr_matrix(K)          # shares a CSR's arrays
+        labels = np.empty(K.shape[0], dtype=np.int64)
+        return int(csr_components(K.indptr, K.indices, K.data, labels)), labels
     A = np.asarray(K)
     if A.dtype not in (np.float32, np.float64):
         A = A.astype(np.float64)
