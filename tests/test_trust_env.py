@@ -38,22 +38,8 @@ from click.testing import CliRunner
 from bigclust._util.errors import ConfigError, StoreError, UserError, disk_error
 from bigclust.pipeline.runner import run, validate
 
+from _failures import _with
 from conftest import blobs
-
-
-@pytest.fixture
-def small(tmp_path):
-    X, y = blobs(n=60)
-    p = tmp_path / "small.npz"
-    np.savez(p, X=X, y=y)
-    return p
-
-
-def _with(path, old, new):
-    text = path.read_text()
-    assert old in text, old
-    path.write_text(text.replace(old, new))
-    return path
 
 
 def _fail_zarr_puts(monkeypatch, code, where, filename=False):
