@@ -85,6 +85,22 @@ def csr_matvec(indptr, indices, data, x, y):
         y[i] = s
 
 
+@njit(parallel=True)
+def csr_rows_matvec(indptr, indices, data, rows, x, y):
+    """OUT ``y[i] = (A @ x)[rows[i]]`` for CSR A: :func:`csr_matvec`'s arithmetic on some of A's rows.
+
+    With ``rows`` a connected component of A's graph and x filled on them, this
+    is the product by A's block on those rows without a copy of the block (x
+    is read by A's own column numbers: no renaming gather per entry).
+    """
+    for i in prange(y.size):
+        r = rows[i]
+        s = 0.0
+        for p in range(indptr[r], indptr[r + 1]):
+            s += np.float64(data[p]) * x[indices[p]]
+        y[i] = s
+
+
 # -- a cache-friendly row order for the eigensolver's products (see spectral.local_order) ----------
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bigclust._util.errors import UserError
+from bigclust.algo._amg import AMG_TOL, have_pyamg, lobpcg_amg as _lobpcg_amg  # noqa: F401 (public names)
 
 EIGH_MAX_N = 2000  # above this a full dense eigendecomposition costs more than Lanczos
 
@@ -64,8 +65,8 @@ def top_eigenvectors(P, k, *, solver="auto", random_state=0, order=None):
         solver = auto_solver(P, k)
     if order is not None and not sp.issparse(P):
         raise UserError("order= (P already renumbered) needs a sparse P")
-    if order is not None and solver != "eigsh":
-        P, order = permute(P, inverse(order)), None   # only eigsh's path knows the renumbering
+    if order is not None and solver not in ("eigsh", "components"):
+        P, order = permute(P, inverse(order)), None   # only these two paths know the renumbering
     if solver == "eigh":
         from scipy.linalg import eigh
         A = P.toarray() if sp.issparse(P) else np.asarray(P, dtype=np.float64)
@@ -119,7 +120,7 @@ def _iterative(P, k, solver, random_state, order=None):
     elif solver == "components":
         if not sp.issparse(P):
             raise UserError("eigensolver 'components' needs a sparse matrix")
-        vals, vecs = _by_component(P, k, random_state)
+        vals, vecs = _by_component(P, k, random_state, order)
     elif solver == "lobpcg":
         vals, vecs = _lobpcg(P, k, random_state)
     elif solver == "amg":
@@ -151,7 +152,7 @@ def auto_solver(P, k) -> str:
     return "eigsh"
 
 
-def _by_component(P, k, random_state):
+def _by_component(P, k, random_state, order=None):
     """Top-k eigenpairs of a sparse symmetric P whose graph is disconnected, one component at a time.
 
     P is block diagonal after sorting the rows by component, so its spectrum
@@ -161,43 +162,116 @@ def _by_component(P, k, random_state):
     ARPACK (connected, so it sees every eigenvalue it needs).  The k largest
     of all candidates are kept; ties go to the lower component number, then
     to the block's own order, so the choice is deterministic.
+    ``order``: P is renumbered by it (``P = M[order][:, order]``); components,
+    blocks and vectors are M's, read from P's rows where they are.
+    Each block is taken from P's arrays as it is needed -- a copy of its own
+    rows in P's stored order and dtype, or none above
+    :data:`FLOAT32_OPERATOR_NNZ` entries (ARPACK multiplies through the block's
+    rows of P) -- never a float64 or renumbered copy of the whole of P: the
+    8.1M-row BBS-dual embed stage's worker held 7.72 GB with those copies;
+    its steps without them, through ARPACK's first restarts, peak at 3.39 GB
+    in one process.  Up to that size the eigenpairs are the copies' bit for
+    bit; above it ARPACK sees the block's rows in P's order (:func:`_block_eigsh`).
     """
-    P = sp.csr_matrix(P, dtype=np.float64)
-    _, lab = components(P)  # stored zeros are not edges
-    order = np.argsort(lab, kind="stable")
-    off = np.concatenate([[0], np.cumsum(np.bincount(lab))])
-    Pp = P[order][:, order].tocsr()
+    from bigclust.algo._spectral_numba import csr_permute
+
+    P = sp.csr_matrix(P)   # shares a CSR's arrays
+    n = P.shape[0]
+    ncomp, lab = components(P)  # stored zeros are not edges
+    if order is not None:   # M's labels, numbered by each component's lowest row of M (as components(M))
+        lab_m = np.empty_like(lab)
+        lab_m[order] = lab
+        first = np.full(ncomp, n, dtype=np.int64)
+        np.minimum.at(first, lab_m, np.arange(n))
+        lab = inverse(np.argsort(first, kind="stable"))[lab_m]
+    byc = np.argsort(lab, kind="stable")   # M's rows, component after component
+    rows_p = byc if order is None else inverse(order)[byc]   # where they are in P
+    off = np.concatenate([[0], np.cumsum(np.bincount(lab, minlength=ncomp))])
+    pos = np.empty(n, dtype=P.indices.dtype)   # P's column -> its place in its block
+    pos[rows_p] = np.arange(n) - off[lab[byc]]
     cand_val, cand_comp, cand_rank, cand_vec = [], [], [], []   # per candidate; vectors as (rows, values)
     single = np.flatnonzero(np.diff(off) == 1)
     if single.size:  # vectorised: a point alone is an eigenvector with its diagonal entry as eigenvalue
         rows = off[single]
-        cand_val.append(Pp.diagonal()[rows])
+        cand_val.append(P.diagonal()[rows_p[rows]].astype(np.float64))
         cand_comp.append(single)
         cand_rank.append(np.zeros(single.size, dtype=np.int64))
-        cand_vec.extend((order[r:r + 1], np.ones(1)) for r in rows)
+        cand_vec.extend((byc[r:r + 1], np.ones(1)) for r in rows)
+    lengths = np.diff(P.indptr)
     for c in np.flatnonzero(np.diff(off) > 1):
         a, b = off[c], off[c + 1]
-        m, B = b - a, Pp[a:b, a:b]
+        m, rows = b - a, rows_p[a:b]
         kk = min(k, m)
-        if m <= max(EIGH_MAX_N, k + 1):
+        indptr = np.zeros(m + 1, dtype=P.indptr.dtype)
+        np.cumsum(lengths[rows], out=indptr[1:])
+        small = m <= max(EIGH_MAX_N, k + 1)
+        if small or indptr[-1] <= FLOAT32_OPERATOR_NNZ:
+            B = sp.csr_matrix((np.empty(indptr[-1], np.float64 if small else P.dtype),
+                               np.empty(indptr[-1], P.indices.dtype), indptr), shape=(m, m))
+            csr_permute(P.indptr, P.indices, P.data, rows, pos, B.indptr, B.indices, B.data)
+        if small:
             w, U = np.linalg.eigh(B.toarray())
             w, U = w[::-1][:kk], U[:, ::-1][:, :kk]
         else:  # the same ARPACK call (and fallback) as a connected graph gets
-            w, U = _iterative(B, kk, "eigsh", random_state)
+            w, U = _iterative(B, kk, "eigsh", random_state) if indptr[-1] <= FLOAT32_OPERATOR_NNZ else \
+                _block_eigsh(P, rows, pos, kk, random_state)
             o = np.argsort(w)[::-1]
             w, U = w[o], U[:, o]
         cand_val.append(w)
         cand_comp.append(np.full(kk, c))
         cand_rank.append(np.arange(kk))
-        cand_vec.extend((order[a:b], U[:, j]) for j in range(kk))
+        cand_vec.extend((byc[a:b], U[:, j]) for j in range(kk))
     val, comp, rank = (np.concatenate(x) for x in (cand_val, cand_comp, cand_rank))
     # candidates were appended singles first, then blocks: sort by value, then component, then rank
     pick = np.lexsort((rank, comp, -val))[:k]
-    vecs = np.zeros((P.shape[0], k))
+    vecs = np.zeros((n, k))
     for j, i in enumerate(pick):
         rows, v = cand_vec[i]
         vecs[rows, j] = v
     return val[pick], vecs
+
+
+def _block_eigsh(P, rows, pos, k, random_state):
+    """:func:`_iterative`'s ``eigsh`` on P's block of ``rows`` (M's order), without copying it.
+
+    ARPACK multiplies by the block with its rows in P's order (``pos`` is
+    overwritten for them), reading x by P's own column numbers from an
+    n-vector, so no entry pays a renaming gather.  8.1M rows, 108.9M entries,
+    one thread, same run (load 9-10): 1.38 CPU s a product, scipy's on a
+    float64 copy 1.34, which needed that 1.3 GB copy.  Each row sums in P's
+    stored order with its values widened.  The start vector is drawn in M's
+    order and the vectors return in it.  If ARPACK does not converge the
+    block is copied for LOBPCG.
+    """
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+    from bigclust.algo._spectral_numba import csr_permute, csr_rows_matvec
+
+    m = rows.size
+    srt = np.sort(rows)
+    pos[srt] = np.arange(m, dtype=pos.dtype)
+    back = pos[rows]   # M's place t in the block -> P's
+    full = np.zeros(P.shape[0])   # x by P's row numbers: read only on the block's rows
+
+    def matvec(x):
+        full[srt] = np.ravel(x)
+        y = np.empty(m)
+        csr_rows_matvec(P.indptr, P.indices, P.data, srt, full, y)
+        return y
+    v0 = np.empty(m)
+    v0[back] = np.random.default_rng(random_state).uniform(0.5, 1.5, m)
+    try:
+        w, U = eigsh(LinearOperator((m, m), matvec=matvec, rmatvec=matvec, dtype=np.float64), k=k, which="LA",
+                     v0=v0, tol=1e-10, maxiter=max(5000, 20 * m))
+    except ArpackNoConvergence:
+        warnings.warn(f"eigsh did not converge for k={k}, n={m}; falling back to lobpcg", RuntimeWarning,
+                      stacklevel=4)
+        ip = np.zeros(m + 1, dtype=P.indptr.dtype)
+        np.cumsum(np.diff(P.indptr)[srt], out=ip[1:])
+        B = sp.csr_matrix((np.empty(ip[-1], P.dtype), np.empty(ip[-1], P.indices.dtype), ip), shape=(m, m))
+        csr_permute(P.indptr, P.indices, P.data, srt, pos, B.indptr, B.indices, B.data)
+        return _lobpcg(B, k, random_state, inverse(back))   # B's row i is M's place inverse(back)[i]
+    return w, U[back]
 
 
 def _as_operand(P):
@@ -337,67 +411,6 @@ def _lobpcg(P, k, random_state, order=None):
         vals, vecs = lobpcg(_as_operand(P), X0 if order is None else X0[order], largest=True, tol=1e-8,
                             maxiter=2000)
     return vals, (vecs if order is None else _unpermute(vecs, order))
-
-
-def have_pyamg() -> bool:
-    """Whether pyamg (the multigrid preconditioner of the ``amg`` eigensolver) can be imported."""
-    import importlib.util
-    return importlib.util.find_spec("pyamg") is not None
-
-
-#: relative residual ``||P v - lambda v|| / c`` below which an ``amg`` eigenpair counts as converged
-AMG_TOL = 1e-7
-
-
-def _lobpcg_amg(P, k, random_state, tol=AMG_TOL, maxiter=400):
-    """Top-k eigenpairs of sparse symmetric P by LOBPCG on ``L = cI - P`` with an AMG preconditioner.
-
-    ``c`` is the largest absolute row sum of P (Gershgorin: every eigenvalue
-    of P is <= c), so L is positive semi-definite and its smallest
-    eigenvectors are P's largest.  For a non-negative P (every normalisation
-    here) L is a diagonally dominant M-matrix -- a graph Laplacian up to a
-    non-negative diagonal -- the case smoothed-aggregation multigrid is built
-    for: one V-cycle approximates ``L^-1`` well on the smooth (low-energy)
-    vectors LOBPCG is after, so the iteration count barely grows with n or
-    with a small spectral gap, where ARPACK's grows like ``1/sqrt(gap)``
-    (scikit-learn's ``eigen_solver="amg"`` is the same idea on the Laplacian).
-    That is the theory; on kNN graphs of high-dimensional data it does not pay:
-    MNIST-70k's kNN graphs are expander-like, the aggregation hierarchy has an
-    operator complexity of about 2, and one V-cycle per block column costs
-    more than the Lanczos products it saves (issue 13, k = 10 eigenvectors,
-    one BLAS thread: 13.9 s of CPU against 1.8 s for ``eigsh`` on the BBS
-    graph, 15.3 s against 2.2 s on SK's).  So ``auto`` does not choose it; it
-    stays for graphs with geometric (mesh-like) structure, where multigrid is
-    at home.
-    The hierarchy is built on ``L + 1e-5 c I`` because L itself is singular
-    when P is stochastic.  The block carries a few more vectors than asked
-    (faster convergence of the last wanted ones); the wanted pairs must reach
-    a relative residual ``tol`` or ARPACK takes over, with a warning.
-    """
-    from pyamg import smoothed_aggregation_solver
-    from scipy.sparse.linalg import lobpcg
-
-    n = P.shape[0]
-    A = sp.csr_matrix(P, dtype=np.float64)
-    c = float(np.abs(A).sum(axis=1).max())
-    L = (sp.identity(n, format="csr") * c - A).tocsr()
-    ml = smoothed_aggregation_solver((L + sp.identity(n, format="csr") * (1e-5 * c)).tocsr(), max_coarse=500)
-    M = ml.aspreconditioner()
-    m = min(n - 1, k + max(2, k // 2))
-    X0 = np.random.default_rng(random_state).standard_normal((n, m))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        lam, V = lobpcg(L, X0, M=M, largest=False, tol=tol * c, maxiter=maxiter)
-    order = np.argsort(lam)[:k]
-    lam, V = lam[order], V[:, order]
-    res = np.linalg.norm(L @ V - V * lam, axis=0) / c
-    if not np.all(res <= 10 * tol):
-        warnings.warn(f"amg eigensolver: residual {res.max():.2g} above {10 * tol:.0e} after {maxiter} iterations "
-                      f"(k={k}, n={n}); falling back to eigsh", RuntimeWarning, stacklevel=3)
-        from scipy.sparse.linalg import eigsh
-        v0 = np.random.default_rng(random_state).uniform(0.5, 1.5, n)
-        return eigsh(A, k=k, which="LA", v0=v0, tol=1e-10, maxiter=max(5000, 20 * n))
-    return c - lam, V
 
 
 def embed(P, k, *, solver="auto", random_state=0, order=None):
