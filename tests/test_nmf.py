@@ -260,10 +260,10 @@ def test_same_iterates_as_scikit_learn(solver, sk_solver):
     assert hist[-1] == pytest.approx(0.5 * model.reconstruction_err_ ** 2, rel=1e-10)
 
 
-@pytest.mark.parametrize("r", [1, 2, 3, 63, 64, 65, 197])
-def test_mu_rows_pairs_match_the_formula_for_every_range_size(r):
-    """mu_rows takes rows in pairs inside each fixed row range: ranges of 1, 2 and odd sizes >= 3
-    (a pair and a single row), zeros in F (they stay zero)."""
+@pytest.mark.parametrize("r", [1, 2, 3, 63, 64, 65, 197, 259, 333, 512])
+def test_mu_rows_fours_match_the_formula_for_every_range_size(r):
+    """mu_rows takes rows in fours inside each fixed row range: ranges of 1 to 8 rows (fours and single
+    rows, every remainder), zeros in F (they stay zero)."""
     from bigclust.nmf import _numba as K
 
     rng = np.random.default_rng(r)
@@ -287,3 +287,12 @@ def test_mu_rows_pairs_match_the_formula_for_every_range_size(r):
     assert cn.sum() == pytest.approx(np.sum(want * A), rel=1e-12)
     # the Gram partials are symmetric bit for bit (each entry sums the same products in the same order)
     assert np.array_equal(gp, gp.transpose(0, 2, 1))
+
+
+def test_dense_row_counts_are_the_checks_of_numpy():
+    X = np.random.default_rng(0).random((40, 17)) * (np.random.default_rng(1).random((40, 17)) < 0.3)
+    X[3, 4], X[5, 6], X[7, 8], X[9] = np.nan, -np.inf, -2.0, 0.0
+    nnz, nonfinite, negative = ops.dense_row_counts(X)
+    assert np.array_equal(nnz, (X != 0).sum(1))
+    assert np.array_equal(nonfinite, (~np.isfinite(X)).sum(1))
+    assert np.array_equal(negative, (X < 0).sum(1))

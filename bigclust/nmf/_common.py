@@ -111,17 +111,17 @@ def as_data(X, what="X", *, nonneg=True, model="linear NMF", row0=0):
                             f"linear NMF needs X >= 0 — {USE_BILINEAR}")
         empty = np.flatnonzero(np.diff(X.indptr) == 0)
     else:
+        from bigclust.nmf.ops import dense_row_counts
+
         X = dense_float64(X, what, "documents x terms")
-        fin = np.isfinite(X).all(axis=1)
-        if not fin.all():
-            raise DataError(f"{what} has a non-finite entry in row {row0 + int(np.flatnonzero(~fin)[0])}; "
+        nnz, nonfinite, negative = dense_row_counts(X)
+        if nonfinite.any():
+            raise DataError(f"{what} has a non-finite entry in row {row0 + int(np.flatnonzero(nonfinite)[0])}; "
                             f"{model} needs finite data")
-        if nonneg:
-            neg = (X < 0).any(axis=1)
-            if neg.any():
-                raise DataError(f"{what} has negative entries (first in row {row0 + int(np.flatnonzero(neg)[0])}); "
-                                f"linear NMF needs X >= 0 — {USE_BILINEAR}")
-        empty = np.flatnonzero(~(X != 0).any(axis=1))
+        if nonneg and negative.any():
+            raise DataError(f"{what} has negative entries (first in row {row0 + int(np.flatnonzero(negative)[0])}); "
+                            f"linear NMF needs X >= 0 — {USE_BILINEAR}")
+        empty = np.flatnonzero(nnz == 0)
     if X.shape[0] == 0 or X.shape[1] == 0:
         raise DataError(f"{what} is empty (shape {X.shape})")
     if empty.size:

@@ -74,8 +74,7 @@ def product_form(X):
     """
     if sp.issparse(X) or X.size == 0:
         return X
-    counts = np.empty(X.shape[0], dtype=np.int64)
-    kern().dense_row_nnz(X, counts)
+    counts = dense_row_counts(X)[0]
     nnz = int(counts.sum())
     if nnz > CSR_BELOW * X.size:
         return X
@@ -85,6 +84,13 @@ def product_form(X):
     data = np.empty(nnz, dtype=X.dtype)
     kern().dense_to_csr(X, indptr, indices, data)
     return _csr(data, indices, indptr, X.shape)
+
+
+def dense_row_counts(X):
+    """``(nonzeros, non-finite entries, negative entries)`` per row of a dense float64 X, in one parallel pass."""
+    out = np.empty((3, X.shape[0]), dtype=np.int64)
+    kern().dense_row_nnz(X, out[0], out[1], out[2])
+    return out
 
 
 def dense_dot(A, M):
