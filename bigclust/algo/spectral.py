@@ -173,8 +173,6 @@ def _by_component(P, k, random_state, order=None):
     in one process.  Up to that size the eigenpairs are the copies' bit for
     bit; above it ARPACK sees the block's rows in P's order (:func:`_block_eigsh`).
     """
-    from bigclust.algo._spectral_numba import csr_permute
-
     P = sp.csr_matrix(P)   # shares a CSR's arrays
     n = P.shape[0]
     ncomp, lab = components(P)  # stored zeros are not edges
@@ -202,18 +200,15 @@ def _by_component(P, k, random_state, order=None):
         a, b = off[c], off[c + 1]
         m, rows = b - a, rows_p[a:b]
         kk = min(k, m)
-        indptr = np.zeros(m + 1, dtype=P.indptr.dtype)
-        np.cumsum(lengths[rows], out=indptr[1:])
+        nnz = int(lengths[rows].sum())
         small = m <= max(EIGH_MAX_N, k + 1)
-        if small or indptr[-1] <= FLOAT32_OPERATOR_NNZ:
-            B = sp.csr_matrix((np.empty(indptr[-1], np.float64 if small else P.dtype),
-                               np.empty(indptr[-1], P.indices.dtype), indptr), shape=(m, m))
-            csr_permute(P.indptr, P.indices, P.data, rows, pos, B.indptr, B.indices, B.data)
+        if small or nnz <= FLOAT32_OPERATOR_NNZ:
+            B = _take_block(P, rows, pos, np.float64 if small else P.dtype)
         if small:
             w, U = np.linalg.eigh(B.toarray())
             w, U = w[::-1][:kk], U[:, ::-1][:, :kk]
         else:  # the same ARPACK call (and fallback) as a connected graph gets
-            w, U = _iterative(B, kk, "eigsh", random_state) if indptr[-1] <= FLOAT32_OPERATOR_NNZ else \
+            w, U = _iterative(B, kk, "eigsh", random_state) if nnz <= FLOAT32_OPERATOR_NNZ else \
                 _block_eigsh(P, rows, pos, kk, random_state)
             o = np.argsort(w)[::-1]
             w, U = w[o], U[:, o]
@@ -231,6 +226,19 @@ def _by_component(P, k, random_state, order=None):
     return val[pick], vecs
 
 
+def _take_block(P, rows, pos, dtype):
+    """Copy of P's block on ``rows`` (a connected component), its columns renamed by ``pos``, values as ``dtype``;
+    each row in P's stored order."""
+    from bigclust.algo._spectral_numba import csr_permute
+
+    indptr = np.zeros(rows.size + 1, dtype=P.indptr.dtype)
+    np.cumsum(np.diff(P.indptr)[rows], out=indptr[1:])
+    B = sp.csr_matrix((np.empty(indptr[-1], dtype), np.empty(indptr[-1], P.indices.dtype), indptr),
+                      shape=(rows.size, rows.size))
+    csr_permute(P.indptr, P.indices, P.data, rows, pos, B.indptr, B.indices, B.data)
+    return B
+
+
 def _block_eigsh(P, rows, pos, k, random_state):
     """:func:`_iterative`'s ``eigsh`` on P's block of ``rows`` (M's order), without copying it.
 
@@ -245,7 +253,7 @@ def _block_eigsh(P, rows, pos, k, random_state):
     """
     from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 
-    from bigclust.algo._spectral_numba import csr_permute, csr_rows_matvec
+    from bigclust.algo._spectral_numba import csr_rows_matvec
 
     m = rows.size
     srt = np.sort(rows)
@@ -266,11 +274,7 @@ def _block_eigsh(P, rows, pos, k, random_state):
     except ArpackNoConvergence:
         warnings.warn(f"eigsh did not converge for k={k}, n={m}; falling back to lobpcg", RuntimeWarning,
                       stacklevel=4)
-        ip = np.zeros(m + 1, dtype=P.indptr.dtype)
-        np.cumsum(np.diff(P.indptr)[srt], out=ip[1:])
-        B = sp.csr_matrix((np.empty(ip[-1], P.dtype), np.empty(ip[-1], P.indices.dtype), ip), shape=(m, m))
-        csr_permute(P.indptr, P.indices, P.data, srt, pos, B.indptr, B.indices, B.data)
-        return _lobpcg(B, k, random_state, inverse(back))   # B's row i is M's place inverse(back)[i]
+        return _lobpcg(_take_block(P, srt, pos, P.dtype), k, random_state, inverse(back))   # B's row i is M's place inverse(back)[i]
     return w, U[back]
 
 
