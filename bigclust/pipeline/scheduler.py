@@ -72,7 +72,7 @@ def dask_client(scheduler: str | None, n_workers: int = 1, probe: bool = True):
         with keep_environ(), LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                                           dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                                           silence_logs=logging.ERROR) as cluster, \
-                Client(cluster) as client, _WorkerDeaths(client, n_workers) as deaths:
+                Client(cluster) as client, _WorkerDeaths(cluster, client, n_workers) as deaths:
             try:
                 yield client
             except (KilledWorker, *_lost_scheduler_errors()) as e:
@@ -109,11 +109,18 @@ class _WorkerDeaths:
     """The workers of a run's LocalCluster that die mid-run, from the scheduler's events: the nanny's kill
     over the memory limit, the system's out-of-memory killer, a crash.  :meth:`say` makes the one line a run
     gives about them (the first death: its tasks -- a stage task is named after its stage, :func:`_submit` --,
-    its cause, what to change); the scheduler's own ERROR lines about the same deaths are dropped meanwhile."""
+    its cause, what to change); the scheduler's own ERROR lines about the same deaths are dropped meanwhile.
 
-    def __init__(self, client, n_workers: int):
+    The events are read in the scheduler itself (the LocalCluster's scheduler runs in this process), through
+    a plugin's ``log_event`` hook, not by subscribing the client to the scheduler's "all" topic: that topic
+    also carries events that cannot be sent over a comm (distributed 2026.8's "replicate" event holds
+    WorkerState objects, so a broadcast scatter closed the client's comm and failed the run)."""
+
+    name = "bigclust-worker-deaths"
+
+    def __init__(self, cluster, client, n_workers: int):
         import threading
-        self.client, self.n_workers = client, n_workers
+        self.scheduler, self.client, self.n_workers = cluster.scheduler, client, n_workers
         self.died: list[tuple[str, list[str]]] = []   # (worker, names of the tasks it was running)
         self.rss: dict[str, int] = {}                 # worker -> its memory when its nanny stopped it
         self.said, self._seen = False, threading.Event()
@@ -122,17 +129,26 @@ class _WorkerDeaths:
 
     def __enter__(self):
         import logging
-        self.client.subscribe_topic("worker-restart-memory", self._memory)
-        self.client.subscribe_topic("all", self._event)
+        from distributed.diagnostics.plugin import SchedulerPlugin
+
+        # a SchedulerPlugin for the scheduler's other hooks (no-ops), built here: distributed is imported lazily
+        hook = type("_DeathsHook", (SchedulerPlugin,), {"log_event": lambda _, topic, msg: self.log_event(topic, msg)})
+        self.scheduler.add_plugin(hook(), name=self.name)   # the broker iterates over a copy of the plugins
         logging.getLogger("distributed.scheduler").addFilter(self._not_ours)
         return self
 
     def __exit__(self, *exc_info):
         import logging
         logging.getLogger("distributed.scheduler").removeFilter(self._not_ours)
-        for topic in ("worker-restart-memory", "all"):  # before the client closes: else the scheduler sends this
-            self.client.unsubscribe_topic(topic)        # client's own remove-client event to a closed comm
+        self.scheduler.plugins.pop(self.name, None)
         return False
+
+    def log_event(self, topic: str, msg) -> None:
+        """The scheduler's plugin hook, on its event loop: every event of every topic."""
+        if topic == "worker-restart-memory":
+            self.rss[msg["worker"]] = msg["rss"]
+        elif topic == "all":
+            self._event(msg)
 
     @staticmethod
     def _not_ours(record) -> bool:
@@ -141,12 +157,8 @@ class _WorkerDeaths:
         msg = record.getMessage()
         return not (msg.startswith("Removing worker") or "workers died while trying to run it" in msg)
 
-    def _memory(self, event):
-        self.rss[event[1]["worker"]] = event[1]["rss"]
-
-    def _event(self, event):
+    def _event(self, msg):
         from dask.utils import key_split
-        msg = event[1]
         if msg.get("action") == "remove-worker" and not msg.get("expected"):
             self.died.append((msg["worker"], sorted({key_split(k) for k in msg.get("processing-tasks", ())})))
             self._seen.set()
