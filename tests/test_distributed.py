@@ -118,3 +118,60 @@ def test_a_dead_worker_that_stops_the_run_is_one_error_line(tmp_path, capfd):
     assert "\n" not in str(e.value)
     err = capfd.readouterr().err
     assert "distributed." not in err, err    # nor the scheduler's ERROR lines about the same death
+
+
+def test_an_instance_two_unit_threads_need_is_computed_once():
+    # method units run in threads on a cluster (bigclust.pipeline.units); the affinity of a point is asked for
+    # by each of its methods: the first computes it, the others wait and reuse it; a failed owner hands it on
+    import threading
+    import time
+
+    from bigclust.pipeline.runner import Runner
+    r = object.__new__(Runner)
+    r.done, r._inflight, r._guard = {}, {}, threading.Lock()
+    computed, start = [], threading.Barrier(4)
+
+    def ask(i):
+        start.wait()
+        with r._claim(("affinity", "k")) as mine:
+            if mine:
+                time.sleep(0.2)
+                if i == 0 and not computed:
+                    computed.append("failed")
+                    raise RuntimeError("first owner fails")
+                computed.append(i)
+                r.done[("affinity", "k")] = {}
+
+    errors = []
+    threads = [threading.Thread(target=lambda i=i: _catch(errors, ask, i)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(computed) <= 2 and computed[-1] != "failed" and ("affinity", "k") in r.done and not r._inflight
+    assert len(errors) == (1 if computed[0] == "failed" else 0)
+
+
+def _catch(errors, fn, *args):
+    try:
+        fn(*args)
+    except RuntimeError as e:
+        errors.append(e)
+
+
+def test_units_of_one_point_run_at_once_on_a_cluster_and_share_its_affinity(tmp_path, make_config, capfd):
+    from bigclust.pipeline.runner import run as run_config
+    X, y = blobs(n=400, k=3, d=5, seed=4, sep=3.0)
+    p = tmp_path / "d.npz"
+    np.savez(p, X=X, y=y)
+    cfg = make_config(p)
+    cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["ra", "ncut", "sk"]\n[sk]\nn_iter = 50'))
+    local = run_config(cfg, out=str(tmp_path / "o_local"))
+    cfg2 = tmp_path / "dist.toml"
+    cfg2.write_text(cfg.read_text().replace('path = "store.zarr"', 'path = "store_dist.zarr"'))
+    capfd.readouterr()
+    dist = run_config(cfg2, scheduler="local-cluster", out=str(tmp_path / "o_dist"))
+    err = capfd.readouterr().err
+    assert err.count("affinity   ") == 2 and err.count(": running") == 3 + 3 * 2   # ingest, preprocess, affinity once
+    assert [r["method"] for r in dist] == [r["method"] for r in local] == ["ra", "ncut", "sk"]
+    assert [r["acc_avg"] for r in dist] == [r["acc_avg"] for r in local]

@@ -160,6 +160,9 @@ def test_scheduler_lost_mid_run_is_one_line_and_resumes(tmp_path, small, make_co
         def __exit__(self, *exc_info):
             return False
 
+        def scheduler_info(self):   # one worker: the method units run one after another
+            return {"workers": {"tcp://127.0.0.1:2": {}}}
+
     real, calls = pipeline._submit, []
 
     def dying(client, fn, *a, **kw):

@@ -8,8 +8,8 @@ from importlib import import_module
 
 #: public name -> the module that defines it
 _LAZY = {
-    "run": "runner", "validate": "runner", "execute": "runner", "Runner": "runner", "instances": "runner",
-    "run_units": "runner", "log": "runner", "DROPPABLE": "runner", "PREPROCESS": "runner",
+    "run": "runner", "validate": "runner", "execute": "units", "Runner": "runner", "instances": "runner",
+    "run_units": "units", "log": "runner", "DROPPABLE": "usage", "PREPROCESS": "runner",
     "INGEST": "stages.data", "ingest_to_store": "stages.data", "store_info": "stages.data",
 }
 

@@ -19,7 +19,8 @@ from bigclust._util.plan import format_bytes
 from bigclust.pipeline.config import load
 from bigclust.pipeline.locks import describe, try_lock
 from bigclust.pipeline.methods import get as get_method
-from bigclust.pipeline.runner import Missing, Runner, instances, owner, run_units
+from bigclust.pipeline.runner import Missing, Runner, instances, owner
+from bigclust.pipeline.units import run_units
 from bigclust.pipeline.store import Store, disk_bytes
 from bigclust.pipeline.subsets import subset_draws
 from bigclust.pipeline.usage import describe as describe_instances

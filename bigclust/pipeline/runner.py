@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -21,6 +22,7 @@ from bigclust._util.hashing import stable_hash
 from bigclust._util.plan import format_bytes
 from bigclust._util.version import __version__
 from bigclust.pipeline import stages, usage
+from bigclust.pipeline.usage import DROPPABLE
 from bigclust.pipeline.checks import (_archive_out_dir, _no_labels, _precheck, check_out_dir, check_sizes,
                                       check_writable, n_distinct_rows)
 from bigclust.pipeline.config import Config, load
@@ -29,7 +31,7 @@ from bigclust.pipeline.scheduler import _parse_scheduler, _submit, check_schedul
 from bigclust.pipeline.stages.data import INGEST
 from bigclust.pipeline.locks import computing, hold_output, use_store
 from bigclust.pipeline.store import Store, read_matrix
-from bigclust.pipeline.subsets import _average_trials, _trial_progress, subset_draws
+from bigclust.pipeline.units import execute
 
 
 def log(msg: str):
@@ -56,6 +58,31 @@ class Runner:
         self.dry = False            # plan only: keys of instances in the store, nothing run (Missing otherwise)
         self.reuse_dropped = False  # a dropped instance counts as finished (everything after it is)
         self._any_dropped = any(store.dropped(s, k) for s in DROPPABLE for k in store.stage_keys(s))
+        self._inflight: dict[tuple[str, str], threading.Event] = {}   # instances a thread is computing
+        self._guard = threading.Lock()
+        self._here = threading.Lock()    # stages that run in this process: one at a time (its memory budget)
+
+    @contextlib.contextmanager
+    def _claim(self, sk):
+        """Whether this thread is to compute instance ``sk``: method units run in threads (:func:`execute`), and
+        an instance two of them need (the affinity of one point) is computed by the first to ask; the other
+        waits for it here and yields False, or, if that thread failed, claims it in turn."""
+        while True:
+            with self._guard:
+                ev = self._inflight.get(sk)
+                if ev is None and sk not in self.done:
+                    ev = self._inflight[sk] = threading.Event()
+                    break
+            if ev is None:
+                yield False
+                return
+            ev.wait()
+        try:
+            yield True
+        finally:
+            with self._guard:
+                del self._inflight[sk]
+            ev.set()
 
     def attrs(self, stage, key) -> dict:
         """Provenance attributes of an instance this runner ran, skipped or planned."""
@@ -82,24 +109,30 @@ class Runner:
                 self.log(f"  {stage:<10} {describe}: finished earlier (arrays dropped), skipped")
             self.planned[sk] = {**dict(self.store.open(stage, key, dropped_ok=True).attrs), "_said": True}
             return key
-        if (stage, key) not in self.done:
-            attrs = {"params": hashed(params), "config_hash": self.cfg.hash, "config_file": str(self.cfg.path)}
-            if self.store.has(stage, key) and not self.force:
-                self.log(f"  {stage:<10} {describe}: finished earlier, skipped")
-            else:
-                with (contextlib.nullcontext(False) if getattr(self.store, "in_memory", False) else  # no lock files
-                      computing(self.store, stage, key, self.log, f"{stage:<10} {describe}", force=self.force)) as skip:
-                    if not skip:   # not finished meanwhile by a run of this config started at the same time
-                        t0 = time.perf_counter()
-                        attrs["started"] = time.time()
-                        self.log(f"  {stage:<10} {describe}: running")
-                        if sd.where(params) == "task":
-                            _submit(self.client, sd.run, str(self.store.path), key, attrs, params, **runtime)
-                        else:
-                            sd.run(str(self.store.path), key, attrs, params, client=self.client, **runtime)
-                        self.log(f"  {stage:<10} {describe}: done in {time.perf_counter() - t0:.1f} s")
-            self.done[(stage, key)] = dict(self.store.open(stage, key).attrs)
+        with self._claim(sk) as mine:
+            if mine:
+                self._compute(sd, params, stage, key, describe, **runtime)
         return key
+
+    def _compute(self, sd: StageDef, params, stage, key, describe, **runtime):
+        """Run the stage instance (unless the store has it) and record its attributes in ``self.done``."""
+        attrs = {"params": hashed(params), "config_hash": self.cfg.hash, "config_file": str(self.cfg.path)}
+        if self.store.has(stage, key) and not self.force:
+            self.log(f"  {stage:<10} {describe}: finished earlier, skipped")
+        else:
+            with (contextlib.nullcontext(False) if getattr(self.store, "in_memory", False) else  # no lock files
+                  computing(self.store, stage, key, self.log, f"{stage:<10} {describe}", force=self.force)) as skip:
+                if not skip:   # not finished meanwhile by a run of this config started at the same time
+                    t0 = time.perf_counter()
+                    attrs["started"] = time.time()
+                    self.log(f"  {stage:<10} {describe}: running")
+                    if sd.where(params) == "task":
+                        _submit(self.client, sd.run, str(self.store.path), key, attrs, params, **runtime)
+                    else:
+                        with self._here:
+                            sd.run(str(self.store.path), key, attrs, params, client=self.client, **runtime)
+                    self.log(f"  {stage:<10} {describe}: done in {time.perf_counter() - t0:.1f} s")
+        self.done[(stage, key)] = dict(self.store.open(stage, key).attrs)
 
     def _n_clusters(self, cl, ia) -> int:
         """k from ``[cluster]`` (0: the number of classes), checked against n."""
@@ -261,9 +294,6 @@ class Missing(Exception):
     """Planning (``Runner.dry``) met an instance that is not in the store: nothing after it can be."""
 
 
-#: what ``[store] keep = "results"`` deletes at the end of a run: stage -> arrays (dense kernels; the
-#: subset protocol's copies of the rows).  Their instances keep their attributes (see Store.drop).
-DROPPABLE = {"affinity": ("K",), "subset": ("X",)}
 
 
 def instances(cfg: Config, points, method):
@@ -385,84 +415,6 @@ def _run(config_path, held, *, scheduler, out, force, replace, store):
     log(f"done in {time.perf_counter() - t0:.1f} s; results in {usage.shown_path(out_dir)}")
     print(report.subset_tables(records) if runner.trials else report.markdown_table(records))
     return records
-
-
-def execute(runner: Runner, points, grouped):
-    """Every method instance of the sweep, in config order; returns (records, their final stages).
-
-    Single-point methods run point by point; a method that combines a sweep runs once per group afterwards.
-    An instance whose final stage another already reported (K-means on X does not depend on γ) is reported
-    once.  Under ``[evaluate] protocol = "subsets"`` every instance runs on every drawn subset of classes and
-    the records are averages per subset size (the per-subset records are in ``runner.trials``).
-    """
-    units = run_units(points, grouped)
-    ev = points[0]["evaluate"]
-    draws = subset_draws(runner, points[0]) if ev["protocol"] == "subsets" else [(None, None, None)]
-    runner.trials = []
-    if draws[0][2] is not None and runner.cfg.sections["store"]["keep"] == "results":
-        per_unit = _subsets_outer(runner, units, draws)
-    else:
-        per_unit, last = [], None
-        for method, group in units:
-            if group[0] is not last and method.combine is None:
-                last = group[0]
-                i = next(j for j, p in enumerate(points) if p is last)
-                runner.log(f"[{i + 1}/{len(points)}] " + (_fmt({f"{s}.{k}": last[s][k] for s, k in runner.cfg.sweeps})
-                                                           or "(no sweep)"))
-            trials = []
-            with _trial_progress(runner, method.name, len(draws)) as tick:
-                for k, trial, classes in draws:
-                    trials.append(_trial(runner, method, group, k, trial, classes))
-                    tick()
-            per_unit.append(trials)
-    records, finals = [], []
-    for trials in per_unit:
-        if draws[0][2] is None:
-            rec, final = trials[0]
-        else:
-            rec, final = _average_trials([r for r, _ in trials]), tuple(f for _, f in trials)
-        if final not in finals:
-            records.append(rec)
-            finals.append(final)
-            runner.trials += [r for r, _ in trials] if draws[0][2] is not None else []
-    return records, finals
-
-
-def _trial(runner, method, group, k, trial, classes):
-    """(record, final stage) of one method instance on one subset of classes (``classes`` None: all data)."""
-    rec, final = runner.run_instance(method, group, classes)
-    if classes is not None:
-        rec.update(subset_size=k, trial=trial, classes=list(classes))
-    return rec, final
-
-
-def _subsets_outer(runner, units, draws):
-    """The subset protocol under ``[store] keep = "results"``: every method on one subset, then that subset's
-    dense kernels and row copies are dropped (:data:`DROPPABLE`).  The store then holds one subset's kernels
-    at a time instead of all of them (20 Newsgroups at 50 subsets per k: 34.5 GB of linear kernels).  Each
-    instance depends only on its own parameters, so the results are those of the method-by-method order;
-    an instance a later subset meets again (the same classes drawn twice) is finished with everything
-    after it, so nothing reads a dropped array.  Returns the (record, final) pairs per unit, in draw order.
-    """
-    per_unit = [[] for _ in units]
-    with _trial_progress(runner, f"{len(units)} method instance(s), each subset's kernels dropped after them",
-                         len(draws)) as tick:
-        for k, trial, classes in draws:
-            before = len(runner.done)
-            for trials, (method, group) in zip(per_unit, units):
-                trials.append(_trial(runner, method, group, k, trial, classes))
-            n, freed = usage.drop_intermediates(runner.store, list(runner.done)[before:], DROPPABLE)
-            runner.dropped[0] += n
-            runner.dropped[1] += freed
-            tick()
-    return per_unit
-
-
-def run_units(points, grouped):
-    """``(method, group of points)`` in run order: single-point methods point by point, then combining ones."""
-    units = [(get_method(m), [p]) for p in points for m in grouped if get_method(m).combine is None]
-    units += [(get_method(m), g) for m in grouped if get_method(m).combine is not None for g in grouped[m]]
-    return units
 
 
 def owner(cfg: Config) -> dict:

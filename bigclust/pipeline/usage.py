@@ -13,6 +13,10 @@ from bigclust._util.plan import format_bytes
 from bigclust._util.text import short
 from bigclust.pipeline.store import Store, disk_bytes
 
+#: what ``[store] keep = "results"`` deletes at the end of a run: stage -> arrays (dense kernels; the
+#: subset protocol's copies of the rows).  Their instances keep their attributes (see Store.drop).
+DROPPABLE = {"affinity": ("K",), "subset": ("X",)}
+
 #: stage parameters that only wire an instance to its inputs or budget: never what tells two instances apart
 #: for a reader (a difference there shows as ``input=<key>`` only when nothing else differs)
 _PLUMBING = {"input", "inputs", "src", "labels", "labels_src", "chunk_rows", "max_memory", "in_memory"}

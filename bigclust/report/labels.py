@@ -111,7 +111,7 @@ def collect(store, records: list[dict], finals: list, chains: dict, *, seed: int
     ----------
     store : bigclust.pipeline.store.Store
     records : list of dict
-        From :func:`bigclust.pipeline.runner.execute` (changed in place).
+        From :func:`bigclust.pipeline.units.execute` (changed in place).
     finals : list of (stage, key)
         The final stage instance of each record.
     chains : dict
