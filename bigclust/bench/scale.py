@@ -53,9 +53,9 @@ STAGES = stage_names()
 #: the pipeline of pipelines/scale/mnist-1m.toml (a test checks the two agree)
 DEFAULT_CONFIG = {
     "data": {"name": "mnist-1m", "chunk_rows": 8192},
-    "preprocess": {"l2_normalize": True, "pca": 50},
+    "preprocess": {"l2_normalize": True, "pca": 50, "pca_solver": "covariance"},
     "affinity": {"kind": "knn", "n_neighbors": 10, "gamma": 0.1, "dtype": "float32", "knn_chunk_rows": 8192,
-                 "knn": "ivf"},
+                 "knn": "ivf-rows"},
     "method": {"names": ["sk", "bbs"]},
     "sk": METHODS["sk"][1],
     "bbs": METHODS["bbs_dual"][1],
@@ -64,11 +64,12 @@ DEFAULT_CONFIG = {
     "dask": {"n_workers": 2},
     "store": {"max_memory": "4GB"},
 }
-#: the pipeline of pipelines/scale/mnist-8m.toml: the same with mnist-8m's rows, the one-pass exact PCA and the
-#: per-row IVF search (both linear in n)
-DEFAULT_CONFIG_8M = {**DEFAULT_CONFIG, "data": {"name": "mnist-8m", "chunk_rows": 8192},
-                     "preprocess": {**DEFAULT_CONFIG["preprocess"], "pca_solver": "covariance"},
-                     "affinity": {**DEFAULT_CONFIG["affinity"], "knn": "ivf-rows"}}
+#: how bench scale's JSON names the kNN search of each ``[affinity] knn``
+SEARCHES = {"ivf": "ivf, chunked (bigclust.algo.knn.ivf)",
+            "ivf-rows": "ivf-rows: each row probes its own nearest cells, chunked (bigclust.algo.knn.ivf_rows)",
+            "exact": "exact, chunked (bigclust.pipeline.stages.knn.neighbors_of_rows)"}
+#: the pipeline of pipelines/scale/mnist-8m.toml: the same on mnist-8m's rows
+DEFAULT_CONFIG_8M = {**DEFAULT_CONFIG, "data": {"name": "mnist-8m", "chunk_rows": 8192}}
 
 
 # -- measuring -----------------------------------------------------------------------------
@@ -336,8 +337,7 @@ def bench_scale(sizes=None, *, dataset=None, methods=tuple(METHODS), repeats=1, 
     head = {**machine(), "bench": "scale", "dataset": dataset, "repeats": repeats, "scheduler": scheduler or "local threads",
             "n_workers": base.get("dask", {}).get("n_workers", 1), "config": str(config) if config else "built-in",
             "knn": {k: base["affinity"][k] for k in ("n_neighbors", "gamma", "knn_chunk_rows")}
-            | {"search": ("ivf, chunked (bigclust.algo.knn.ivf)" if base["affinity"].get("knn") == "ivf"
-                          else "exact, chunked (bigclust.pipeline.stages.knn.neighbors_of_rows)")}
+            | {"search": SEARCHES.get(base["affinity"].get("knn"), SEARCHES["exact"])}
             | {key: base["affinity"][key] for key in ("knn", "ivf_cells", "ivf_probe") if key in base["affinity"]},
             "rss_note": "peak_rss_bytes: largest RSS of one process (this one or a local-cluster worker) while the "
                         "stage ran; normalize_* and eigen_* share the embed stage's peak",
