@@ -101,6 +101,21 @@ def csr_rows_matvec(indptr, indices, data, rows, x, y):
         y[i] = s
 
 
+@njit
+def csr_rows_max_abs_sum(indptr, data, rows):
+    """``max_i sum_p |A[rows[i], p]|``: a bound on the spectral radius of a symmetric A's block on ``rows``
+    (Gershgorin), without an absolute-value copy of A's values."""
+    m = 0.0
+    for i in range(rows.size):
+        r = rows[i]
+        s = 0.0
+        for p in range(indptr[r], indptr[r + 1]):
+            s += abs(np.float64(data[p]))
+        if s > m:
+            m = s
+    return m
+
+
 # -- a cache-friendly row order for the eigensolver's products (see spectral.local_order) ----------
 
 

@@ -60,8 +60,9 @@ class SpectralClustering(PipelineEstimator):
         k-means restarts on the embedding; the one of lowest inertia gives ``labels_``.
     max_iter : int, default=300
         Lloyd iterations per restart.
-    eigensolver : {"auto", "eigh", "eigsh", "lobpcg", "amg"}, default="auto"
-        Eigensolver of the embedding; ``"auto"`` chooses by size and sparsity.
+    eigensolver : {"auto", "arpack", "eigh", "eigsh", "lobpcg", "amg"}, default="auto"
+        Eigensolver of the embedding; ``"auto"`` chooses by size and sparsity (on a sparse graph of 131 072
+        rows or more, ARPACK on a Chebyshev filter of P); ``"arpack"`` as ``"auto"`` without the filter.
     random_state : int, RandomState or None, default=None
         Seeds the k-means restarts (and the samples of the median rule and of approximate kNN).
     max_memory : str or int, default="4GB"

@@ -108,7 +108,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "embed": {
         "n_components": Key(int, 0, lambda v: v == 0 or v >= 1, "0 (= number of clusters) or >= 1"),
-        "eigensolver": choice_key("auto", "eigh", "eigsh", "lobpcg", "amg"),
+        "eigensolver": choice_key("auto", "arpack", "eigh", "eigsh", "lobpcg", "amg"),
     },
     "cluster": {
         "n_clusters": Key(int, 0, lambda v: v == 0 or v >= 2, "0 (= number of classes) or >= 2"),

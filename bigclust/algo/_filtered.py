@@ -1,0 +1,115 @@
+"""ARPACK on a Chebyshev polynomial of P: the ``eigsh`` of :func:`bigclust.algo.spectral.top_eigenvectors` for
+large sparse P.
+
+On a large kNN graph the top of P's spectrum is flat (mnist-1m: the eleven largest eigenvalues of the
+SK-normalised graph lie in [0.992, 1]) and ARPACK needs hundreds of Lanczos steps, each orthogonalised
+against its whole basis: at 1M rows two thirds of its time is that orthogonalisation, not the products
+(625 products of 24 ms in 45 s, one thread).  A polynomial ``p`` that is at most 1 in magnitude on
+``[-rho, c]`` and grows fast above ``c`` (the Chebyshev polynomial of degree :data:`DEGREE` of that interval)
+has the same eigenvectors as P, keeps the order of the eigenvalues above ``c`` and widens their gaps about
+``2 m^2 / (1 + c)``-fold near ``c``; ARPACK on ``p(P)`` then needs about m times fewer steps for about as
+many products.  Measured on the 1M SK graph (k = 11, one thread, the same run under load): 31 s against 90 s,
+752 products against 625, the same subspace within 7e-8 rad.
+
+The cut ``c`` must lie below the k-th eigenvalue: it is the k-th largest Ritz value of at most
+:data:`PROBE_STEPS` plain Lanczos steps (a Ritz value of a Krylov space is below the eigenvalue of the same
+rank), stopped before a Ritz pair converges (in finite precision the basis then loses its orthogonality and
+repeats converged values, which would count twice), lowered by a
+tenth of its distance to ``rho``.  The k values ARPACK returns are checked to lie above the cut (``p > 1``);
+otherwise, or if ARPACK has not converged within :data:`MAX_RESTARTS` restarts, :func:`filtered_eigsh`
+returns None and the caller runs ARPACK on P itself.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: rows from which ``eigsh`` runs on the filtered operator (the threshold of the breadth-first renumbering,
+#: :data:`bigclust.algo.spectral.REORDER_MIN_ROWS`: below it ARPACK's own work is small and the committed
+#: results of smaller graphs keep their bits)
+FILTER_MIN_ROWS = 1 << 17
+#: degree of the Chebyshev filter: products per ARPACK step
+DEGREE = 8
+#: plain Lanczos steps that estimate the k-th eigenvalue (the cut), at most
+PROBE_STEPS = 100
+#: ARPACK restarts on the filtered operator before P itself is solved instead: on the 1M SK graph (k = 11)
+#: a sound cut took 6; a cut too close to the k-th eigenvalue (or above it) leaves values at the cut to resolve
+MAX_RESTARTS = 30
+
+
+def probe_cut(matvec, v0, k: int, rho: float, steps: int = PROBE_STEPS) -> float:
+    """The filter's cut: below the k-th largest eigenvalue of the symmetric operator ``matvec``.
+
+    Up to ``steps`` steps of the three-term Lanczos recurrence (no basis kept) from ``v0`` less its mean
+    (a start close to P's top eigenvector, as the constant vector is for a bi-stochastic P, would converge
+    first and early), stopped before a Ritz pair converges (residual bound below sqrt(eps) rho), when the
+    basis would begin to lose its orthogonality and repeat converged Ritz values.  The k-th largest Ritz
+    value, lowered by a tenth of its distance to ``rho``; ``-rho`` if the space is too small.
+    """
+    from scipy.linalg import eigh_tridiagonal
+
+    v = np.asarray(v0, dtype=np.float64)
+    v = v - v.mean() if v.size > 1 and np.ptp(v) > 0 else v
+    v = v / np.linalg.norm(v)
+    prev = np.zeros_like(v)
+    alpha, beta, b = [], [], 0.0
+    theta, floor = np.empty(0), np.sqrt(np.finfo(np.float64).eps) * rho
+    for j in range(1, steps + 1):
+        w = matvec(v)
+        w -= b * prev
+        a = float(v @ w)
+        w -= a * v
+        b = float(np.linalg.norm(w))
+        alpha.append(a)
+        beta.append(b)
+        if j % 5 == 0 or j == steps or b <= 1e-12 * rho:
+            vals, vecs = eigh_tridiagonal(np.array(alpha), np.array(beta[:-1]))
+            if j > k and np.min(np.abs(b * vecs[-1])) < floor:
+                break          # a converged Ritz pair: the values of the previous check are the last sound ones
+            theta = vals[::-1]
+        if b <= 1e-12 * rho:   # an invariant subspace: its Ritz values are eigenvalues
+            break
+        prev, v = v, w / b
+    if theta.size < k:
+        return -rho
+    t = float(theta[k - 1])
+    return t - 0.1 * (rho - t)
+
+
+def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = 1e-10, degree: int = DEGREE):
+    """``(values, vectors)`` of the k largest eigenvalues of the symmetric operator ``matvec`` (n x n, spectrum
+    in ``[-rho, rho]``), or None when the cut was not below the k-th eigenvalue.
+
+    ARPACK (``which="LA"``, ``tol``, start ``v0``) on ``T_m(t(P))``, t mapping ``[-rho, c]`` to ``[-1, 1]``;
+    the eigenvalues are then P's Rayleigh quotients on the vectors found (a k x k eigenproblem, which also
+    rotates vectors of nearly equal eigenvalues into P's own).
+    """
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+    c = probe_cut(matvec, v0, k, rho)
+    if c <= -0.5 * rho:   # no useful pass band: the filter would only cost products
+        return None
+    scale, shift = 2.0 / (c + rho), (c - rho) / (c + rho)   # t(x) = scale x - shift
+
+    def filtered(x):   # T_m(t(P)) x by the three-term recurrence
+        x = np.ravel(x)
+        t0, t1 = x, scale * matvec(x) - shift * x
+        for _ in range(degree - 1):
+            t2 = matvec(t1)
+            t2 *= 2.0 * scale
+            t2 -= (2.0 * shift) * t1
+            t2 -= t0
+            t0, t1 = t1, t2
+        return t1
+
+    try:
+        theta, V = eigsh(LinearOperator((n, n), matvec=filtered, rmatvec=filtered, dtype=np.float64), k=k,
+                         which="LA", v0=v0, tol=tol, maxiter=MAX_RESTARTS)
+    except ArpackNoConvergence:   # not within a few times the restarts a sound cut takes
+        return None
+    if not theta.min() > 1.0:   # an eigenvalue at or below the cut: the filter's order is not P's
+        return None
+    H = np.empty((k, k))
+    for j in range(k):           # V^T P V a column at a time: no second n x k array
+        H[:, j] = V.T @ matvec(V[:, j])
+    w, Q = np.linalg.eigh(0.5 * (H + H.T))
+    return w, V @ Q

@@ -1,0 +1,118 @@
+"""ARPACK on a Chebyshev filter of P (bigclust.algo._filtered) finds P's own top eigenpairs: against plain ARPACK and
+dense eigh, on connected and split graphs, with its cut below the k-th eigenvalue or its fallback."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.linalg import subspace_angles
+from scipy.special import eval_chebyt
+
+from bigclust.algo import _filtered, spectral
+from bigclust.algo.affinity import knn_kernel
+from bigclust.algo.spectral import top_eigenvectors
+from bigclust.normalize import sinkhorn
+
+
+def _graph(n=3000, d=6, k=15, seed=0, blobs=5):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=1.5, size=(blobs, d))
+    X = centres[rng.integers(blobs, size=n)] + rng.normal(size=(n, d))
+    K = knn_kernel(X, k, gamma="median")
+    return sp.csr_matrix(sinkhorn(K, n_iter=500, tol=1e-10))
+
+
+@pytest.fixture
+def filter_everywhere(monkeypatch):
+    calls = []
+    real = _filtered.filtered_eigsh
+
+    def counted(*a, **kw):
+        out = real(*a, **kw)
+        calls.append(out is not None)
+        return out
+    monkeypatch.setattr(_filtered, "FILTER_MIN_ROWS", 0)
+    monkeypatch.setattr(_filtered, "filtered_eigsh", counted)
+    return calls
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_filtered_eigenpairs_are_arpack_s(filter_everywhere, seed):
+    P = _graph(seed=seed)
+    assert spectral.components(P)[0] == 1
+    k = 11
+    w, V = top_eigenvectors(P, k)
+    assert filter_everywhere == [True]           # the filter ran and its cut held
+    w0, V0 = top_eigenvectors(P, k, solver="arpack")
+    assert filter_everywhere == [True]           # "arpack": ARPACK on P itself
+    exact = np.linalg.eigvalsh(P.toarray())[::-1][:k]
+    np.testing.assert_allclose(w, exact, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(w0, exact, rtol=0, atol=1e-10)
+    assert np.max(subspace_angles(V, V0)) < 1e-6
+    assert np.max(np.abs(P @ V - V * w)) < 1e-7   # eigenpairs of P, not only of the filter
+
+
+def test_filtered_per_component_on_a_split_graph(filter_everywhere):
+    A, B = _graph(n=2500, seed=2, blobs=3), _graph(n=2000, seed=3, blobs=4)
+    P = sp.block_diag([A, B], format="csr")
+    order = np.random.default_rng(0).permutation(P.shape[0])   # components interleaved in the data's order
+    P = P[order][:, order].tocsr()
+    k = 8
+    w, V = top_eigenvectors(P, k)
+    assert filter_everywhere and all(filter_everywhere)        # each large block through the filter
+    w0, V0 = top_eigenvectors(P, k, solver="arpack")
+    np.testing.assert_allclose(w, w0, rtol=0, atol=1e-10)
+    assert w[0] == pytest.approx(1.0) and w[1] == pytest.approx(1.0)   # one top eigenvalue per component
+    assert np.max(subspace_angles(V, V0)) < 1e-6
+
+
+def test_a_cut_above_the_k_th_eigenvalue_is_refused_and_plain_arpack_answers(monkeypatch):
+    P = _graph(seed=4)
+    k = 11
+    exact = np.linalg.eigvalsh(P.toarray())[::-1]
+    monkeypatch.setattr(_filtered, "probe_cut", lambda *a, **kw: (exact[k - 3] + exact[k - 2]) / 2)
+    v0 = np.random.default_rng(0).uniform(0.5, 1.5, P.shape[0])
+    assert _filtered.filtered_eigsh(lambda x: P @ x, P.shape[0], k, v0, 1.0) is None
+    monkeypatch.setattr(_filtered, "FILTER_MIN_ROWS", 0)
+    w, _ = top_eigenvectors(P, k)
+    np.testing.assert_allclose(w, exact[:k], rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_probe_s_cut_lies_below_the_k_th_eigenvalue(seed):
+    # Ritz values of a Krylov space lie below the eigenvalues of the same rank (counted once each)
+    rng = np.random.default_rng(seed)
+    n, k = 400, int(rng.integers(2, 15))
+    A = sp.random(n, n, density=0.02, random_state=seed)
+    A = (A + A.T) * 0.5 + sp.diags(rng.normal(scale=0.1, size=n))
+    lam = np.linalg.eigvalsh(A.toarray())[::-1]
+    rho = float(abs(A).sum(axis=1).max())
+    c = _filtered.probe_cut(lambda x: A @ x, rng.uniform(0.5, 1.5, n), k, rho, steps=int(rng.integers(20, 120)))
+    assert c < lam[k - 1]
+
+
+def test_the_filter_is_the_chebyshev_polynomial_of_the_interval():
+    # T_m(t(P)) on an eigenvector is T_m(t(lambda)) times it: the recurrence is the polynomial
+    rng = np.random.default_rng(5)
+    Q, _ = np.linalg.qr(rng.normal(size=(60, 60)))
+    lam = np.sort(rng.uniform(-1, 1, 60))[::-1]
+    lam[:4] = [1.0, 0.995, 0.99, 0.985]
+    A = (Q * lam) @ Q.T
+    c, rho, m = 0.9, 1.0, 8
+    calls = []
+
+    def fake_eigsh(op, k, **kw):   # capture the filtered operator instead of solving
+        calls.append(op)
+        raise StopIteration
+    import scipy.sparse.linalg as sla
+    real = sla.eigsh
+    sla.eigsh = fake_eigsh
+    try:
+        with pytest.raises(StopIteration):
+            _filtered.filtered_eigsh(lambda x: A @ x, 60, 3, np.ones(60), rho, degree=m)
+    finally:
+        sla.eigsh = real
+    cut = _filtered.probe_cut(lambda x: A @ x, np.ones(60), 3, rho)
+    t = (2 * lam - (cut - rho)) / (cut + rho)
+    np.testing.assert_allclose(calls[0].matvec(Q[:, 0]), eval_chebyt(m, t[0]) * Q[:, 0], atol=1e-9)
+    np.testing.assert_allclose(calls[0].matvec(Q[:, 30]), eval_chebyt(m, t[30]) * Q[:, 30], atol=1e-9)
+    assert abs(eval_chebyt(m, t[30])) <= 1 + 1e-12 < eval_chebyt(m, t[2])
+    assert c == 0.9   # (the interval is the probe's, not c: c only names the test's intent)
