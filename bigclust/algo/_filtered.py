@@ -63,7 +63,7 @@ def probe_cut(matvec, v0, k: int, rho: float, steps: int = PROBE_STEPS) -> float
         beta.append(b)
         if j % 5 == 0 or j == steps or b <= 1e-12 * rho:
             vals, vecs = eigh_tridiagonal(np.array(alpha), np.array(beta[:-1]))
-            if j > k and np.min(np.abs(b * vecs[-1])) < floor:
+            if np.min(np.abs(b * vecs[-1])) < floor:
                 break          # a converged Ritz pair: the values of the previous check are the last sound ones
             theta = vals[::-1]
         if b <= 1e-12 * rho:   # an invariant subspace: its Ritz values are eigenvalues
