@@ -62,7 +62,7 @@ def test_numpy_scalars_from_a_parameter_grid_are_plain_values():
     (NMFClustering(90), r"^NMFClustering: n_clusters=90 must be below n_samples=90$"),
     (NMFClustering(3, max_memory="lots"), r"^NMFClustering: max_memory must be a size like"),
     (SpectralClustering(3, l2_normalize="yes"), r"^SpectralClustering: l2_normalize must be true, false or \"auto\""),
-    (SpectralClustering(3, eigensolver="arpack"), r"^SpectralClustering: eigensolver must be one of 'auto'"),
+    (SpectralClustering(3, eigensolver="lanczos"), r"^SpectralClustering: eigensolver must be one of 'auto'"),
     (SpectralClustering(3, gamma="wide"), r'^SpectralClustering: gamma must be a number > 0 or "median"'),
     (SpectralClustering(True), r"^SpectralClustering: n_clusters must be an integer >= 1, got True$"),
     (SpectralClustering(3, scheduler=8786), r"^SpectralClustering: scheduler must be None or"),
