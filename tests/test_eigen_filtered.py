@@ -116,3 +116,35 @@ def test_the_filter_is_the_chebyshev_polynomial_of_the_interval():
     np.testing.assert_allclose(calls[0].matvec(Q[:, 30]), eval_chebyt(m, t[30]) * Q[:, 30], atol=1e-9)
     assert abs(eval_chebyt(m, t[30])) <= 1 + 1e-12 < eval_chebyt(m, t[2])
     assert c == 0.9   # (the interval is the probe's, not c: c only names the test's intent)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_fused_recurrence_is_the_unfused_one_bit_for_bit(dtype, monkeypatch):
+    # csr=: each step one pass of csr_chebyshev_step; the same sums in the same order as product + three passes
+    rng = np.random.default_rng(6)
+    A = sp.random(3000, 3000, density=0.004, random_state=7, format="csr", dtype=dtype)
+    A = ((A + A.T) * 0.25).tocsr()
+    ops = []
+
+    def fake_eigsh(op, k, **kw):
+        ops.append(op)
+        raise StopIteration
+    import scipy.sparse.linalg as sla
+    monkeypatch.setattr(sla, "eigsh", fake_eigsh)
+    A64 = A.astype(np.float64)
+    v0 = rng.uniform(0.5, 1.5, 3000)
+    for csr in (None, (A.indptr, A.indices, A.data)):
+        with pytest.raises(StopIteration):
+            _filtered.filtered_eigsh(lambda x: A64 @ x, 3000, 4, v0, 1.0, csr=csr)
+    x = rng.standard_normal(3000)
+    keep = x.copy()
+    assert np.array_equal(ops[0].matvec(x), ops[1].matvec(x))
+    assert np.array_equal(x, keep)   # ARPACK's vector is not overwritten
+
+
+def test_sparse_sinkhorn_product_of_a_float32_kernel_is_scipy_s_bit_for_bit():
+    from bigclust.normalize._scaling import _SparseOp
+    K = sp.random(4000, 4000, density=0.003, random_state=2, format="csr", dtype=np.float32)
+    K = (K + K.T).tocsr()
+    d = np.random.default_rng(3).random(4000)
+    assert np.array_equal(_SparseOp(None, K).matvec(d), K.astype(np.float64) @ d)

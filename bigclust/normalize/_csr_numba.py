@@ -4,7 +4,9 @@ The dense kernels are in :mod:`bigclust.normalize._numba`; these are their
 O(nnz) counterparts for a kernel K stored as CSR (``data``, ``indices``,
 ``indptr``; sorted indices, symmetric pattern) and work on the stored entries
 only.  Conventions as there: preallocated outputs, float64 accumulation,
-strict element helpers.
+strict element helpers.  Entries are read through unsigned indices (``uint64(indices[k])``): Numba then
+leaves out the negative-index wrap-around it adds to every signed read (half the time of a product on
+mnist-8m's kernel: :mod:`bigclust.algo._spectral_numba`).
 
 The conjugate-gradient solver :func:`cg_csr` runs entirely in compiled code.
 A Python CG loop would interleave Numba's OpenMP regions with NumPy's BLAS
@@ -12,7 +14,7 @@ threads many times per solve, and on a small machine the two thread pools'
 spin-waits fight for the cores (we measured 20x slow-downs on 2 cores).
 """
 import numpy as np
-from numba import prange
+from numba import prange, uint64
 
 from bigclust._util.jit import njit
 from bigclust.normalize._numba import _pos_shift
@@ -55,8 +57,8 @@ def _spmv_chunk(start, stop, indices, shift, p, q, lo, hi):
     for i in range(lo, hi):
         pi = p[i]
         a = 0.0
-        for k in range(start[i], stop[i]):
-            a += p[indices[k]]
+        for k in range(uint64(start[i]), uint64(stop[i])):
+            a += p[uint64(indices[k])]
         qi = (stop[i] - start[i] + shift) * pi + a
         q[i] = qi
         s += pi * qi
@@ -205,8 +207,8 @@ def csr_dual_eval(data, indices, indptr, mu, r_out, sq_out, cnt_out, list_out, l
         s = 0.0
         q = 0.0
         c = 0
-        for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
+        for k in range(uint64(indptr[i]), uint64(indptr[i + 1])):
+            j = uint64(indices[k])
             v = _pos_shift(data[k], mi, mu[j])
             s += v
             q += v * v
@@ -231,8 +233,8 @@ def csr_dual_form(data, indices, indptr, mu, out_data, r_out):
     for i in prange(indptr.shape[0] - 1):
         mi = mu[i]
         s = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            out_data[k] = _pos_shift(data[k], mi, mu[indices[k]])
+        for k in range(uint64(indptr[i]), uint64(indptr[i + 1])):
+            out_data[k] = _pos_shift(data[k], mi, mu[uint64(indices[k])])
             s += out_data[k]
         r_out[i] = s
 
@@ -249,8 +251,8 @@ def csr_dual_class_sums(data, indices, indptr, mu, y, r_out, rc_out):
         yi = y[i]
         s = 0.0
         sc = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
+        for k in range(uint64(indptr[i]), uint64(indptr[i + 1])):
+            j = uint64(indices[k])
             v = _pos_shift(data[k], mi, mu[j])
             s += v
             if y[j] == yi:
@@ -266,10 +268,10 @@ def csr_class_sums(data, indices, indptr, y, row0, r_out, rc_out):
         yi = y[row0 + i]
         s = 0.0
         sc = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
+        for k in range(uint64(indptr[i]), uint64(indptr[i + 1])):
             p = data[k]
             s += p
-            if y[indices[k]] == yi:
+            if y[uint64(indices[k])] == yi:
                 sc += p
         r_out[i] = s
         rc_out[i] = sc
@@ -308,8 +310,8 @@ def _finish_rows(data, indices, indptr, mu, out_data, r_out, lo, hi, stats, c):
     for i in range(lo, hi):
         mi = mu[i]
         s = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
+        for k in range(uint64(indptr[i]), uint64(indptr[i + 1])):
+            j = uint64(indices[k])
             dk = data[k]  # read before the store: out_data may be data itself
             out_data[k] = _pos_shift(dk, mi, mu[j])
             g = np.float64(out_data[k])  # the stored (possibly float32) value is the one the residuals judge
@@ -409,7 +411,7 @@ def csr_scale_form(data, indices, indptr, u, v, out, r):
     """
     for i in prange(indptr.shape[0] - 1):
         s = 0.0
-        for p in range(indptr[i], indptr[i + 1]):
-            out[p] = (u[i] * np.float64(data[p])) * v[indices[p]]
+        for p in range(uint64(indptr[i]), uint64(indptr[i + 1])):
+            out[p] = (u[i] * np.float64(data[p])) * v[uint64(indices[p])]
             s += np.float64(out[p])
         r[i] = s
