@@ -148,3 +148,37 @@ def test_sparse_sinkhorn_product_of_a_float32_kernel_is_scipy_s_bit_for_bit():
     K = (K + K.T).tocsr()
     d = np.random.default_rng(3).random(4000)
     assert np.array_equal(_SparseOp(None, K).matvec(d), K.astype(np.float64) @ d)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_fused_recurrence_on_a_component_is_the_unfused_one_bit_for_bit(dtype, monkeypatch):
+    # rows=: the recurrence on P's numbering over one component's rows, x in and out in the rows' order
+    from bigclust.algo._spectral_numba import csr_rows_matvec
+    rng = np.random.default_rng(8)
+    blocks = [sp.random(m, m, density=0.01, random_state=s, format="csr", dtype=dtype) for s, m in ((1, 700), (2, 900))]
+    A = sp.block_diag([(b + b.T) * 0.25 for b in blocks]).tocsr()
+    perm = rng.permutation(A.shape[0])          # the component's rows scattered over P's numbering
+    A = A[perm][:, perm].tocsr()
+    A.sort_indices()
+    rows = np.sort(np.flatnonzero(perm >= 700))  # the 900-row component
+    full = np.zeros(A.shape[0])
+
+    def matvec(x):   # _block_eigsh's product
+        full[rows] = x
+        y = np.empty(rows.size)
+        csr_rows_matvec(A.indptr, A.indices, A.data, rows, full, y)
+        return y
+    ops = []
+
+    def fake_eigsh(op, k, **kw):
+        ops.append(op)
+        raise StopIteration
+    import scipy.sparse.linalg as sla
+    monkeypatch.setattr(sla, "eigsh", fake_eigsh)
+    v0 = rng.uniform(0.5, 1.5, rows.size)
+    for csr in (None, (A.indptr, A.indices, A.data)):
+        with pytest.raises(StopIteration):
+            _filtered.filtered_eigsh(matvec, rows.size, 4, v0, 1.0, csr=csr, rows=rows)
+    x = rng.standard_normal(rows.size)
+    assert np.array_equal(ops[0].matvec(x), ops[1].matvec(x))
+    assert np.array_equal(ops[1].matvec(x), ops[1].matvec(x))   # no state carried between products

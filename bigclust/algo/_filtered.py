@@ -78,7 +78,7 @@ def probe_cut(matvec, v0, k: int, rho: float, steps: int = PROBE_STEPS) -> float
 
 
 def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = 1e-10, degree: int = DEGREE,
-                   csr=None):
+                   csr=None, rows=None):
     """``(values, vectors)`` of the k largest eigenvalues of the symmetric operator ``matvec`` (n x n, spectrum
     in ``[-rho, rho]``), or None when the cut was not below the k-th eigenvalue.
 
@@ -88,7 +88,10 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = 1e-10
     matrix ``matvec`` multiplies by (with :func:`~bigclust.algo._spectral_numba.csr_matvec`'s or scipy's
     arithmetic); each step of the recurrence is then one pass of
     :func:`~bigclust.algo._spectral_numba.csr_chebyshev_step` instead of a product and three vector passes
-    (the same bits; the 1M SK graph, one thread, medians of 7: 24.8 against 31.1 ms a step).
+    (the same bits; the 1M SK graph, one thread, medians of 7: 24.8 against 31.1 ms a step).  With ``rows``
+    (sorted), ``matvec`` multiplies by the block of that matrix on ``rows`` (a connected component, x and
+    the result in the order of ``rows``), and the recurrence runs on the block through
+    :func:`~bigclust.algo._spectral_numba.csr_rows_chebyshev_step`.
     """
     from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 
@@ -108,7 +111,7 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = 1e-10
             t0, t1 = t1, t2
         return t1
 
-    if csr is not None:
+    if csr is not None and rows is None:
         from bigclust.algo._spectral_numba import csr_chebyshev_step
         ip, ix, data = csr
 
@@ -120,6 +123,19 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = 1e-10
                 csr_chebyshev_step(ip, ix, data, t1, t0, 2.0 * scale, 2.0 * shift, True)
                 t0, t1 = t1, t0
             return t1
+    elif csr is not None:   # P's block on rows: the recurrence on P's numbering, x in and out on rows
+        from bigclust.algo._spectral_numba import csr_rows_chebyshev_step
+        ip, ix, data = csr
+        full = np.zeros((2, ip.shape[0] - 1))   # never read off the block's rows
+
+        def filtered(x):   # noqa: F811
+            t0, t1 = full
+            t0[rows] = np.ravel(x)
+            csr_rows_chebyshev_step(ip, ix, data, rows, t0, t1, scale, shift, False)
+            for _ in range(degree - 1):
+                csr_rows_chebyshev_step(ip, ix, data, rows, t1, t0, 2.0 * scale, 2.0 * shift, True)
+                t0, t1 = t1, t0
+            return t1[rows]
 
     try:
         theta, V = eigsh(LinearOperator((n, n), matvec=filtered, rmatvec=filtered, dtype=np.float64), k=k,

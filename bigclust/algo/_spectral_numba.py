@@ -128,6 +128,23 @@ def csr_chebyshev_step(indptr, indices, data, t1, t0, a, b, sub_t0):
         t0[i] = s
 
 
+@njit(parallel=True)
+def csr_rows_chebyshev_step(indptr, indices, data, rows, t1, t0, a, b, sub_t0):
+    """:func:`csr_chebyshev_step` on A's block of ``rows`` (a connected component): t1 and t0 are n-vectors
+    by A's row numbers, read and written on ``rows`` only (the block's products never read elsewhere), so the
+    recurrence runs on the block without a copy of it or a scatter of x per product."""
+    for t in prange(rows.shape[0]):
+        i = uint64(rows[t])
+        s = 0.0
+        for p in range(uint64(indptr[i]), uint64(indptr[i + 1])):
+            s += np.float64(data[p]) * t1[uint64(indices[p])]
+        s = s * a
+        s = s - b * t1[i]
+        if sub_t0:
+            s = s - t0[i]
+        t0[i] = s
+
+
 @njit
 def csr_rows_max_abs_sum(indptr, data, rows):
     """``max_i sum_p |A[rows[i], p]|``: a bound on the spectral radius of a symmetric A's block on ``rows``

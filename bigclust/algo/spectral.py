@@ -300,7 +300,7 @@ def _arpack(op, k, v0, P=None, rows=None):
         rows = np.arange(n) if rows is None else rows
         found = filtered_eigsh(aslinearoperator(op).matvec, n, k, v0,
                                csr_rows_max_abs_sum(A.indptr, A.data, rows),
-                               csr=(A.indptr, A.indices, A.data) if A.shape[0] == n else None)
+                               csr=(A.indptr, A.indices, A.data), rows=None if A.shape[0] == n else rows)
         if found is not None:
             return found
     return eigsh(op, k=k, which="LA", v0=v0, tol=1e-10, maxiter=max(5000, 20 * n))
