@@ -88,7 +88,7 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = 1e-10
     matrix ``matvec`` multiplies by (with :func:`~bigclust.algo._spectral_numba.csr_matvec`'s or scipy's
     arithmetic); each step of the recurrence is then one pass of
     :func:`~bigclust.algo._spectral_numba.csr_chebyshev_step` instead of a product and three vector passes
-    (the same bits; the 1M SK graph, one thread, medians of 7: 24.8 against 31.1 ms a step).  With ``rows``
+    (the same bits; float32 values, the 1M SK graph, one thread, medians of 7: 24.0 against 28.1 ms a step).  With ``rows``
     (sorted), ``matvec`` multiplies by the block of that matrix on ``rows`` (a connected component, x and
     the result in the order of ``rows``), and the recurrence runs on the block through
     :func:`~bigclust.algo._spectral_numba.csr_rows_chebyshev_step`.
