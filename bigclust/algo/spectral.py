@@ -298,11 +298,8 @@ def _arpack(op, k, v0, P=None, rows=None):
     if P is not None and n >= FILTER_MIN_ROWS and k < n // 2:
         A = sp.csr_matrix(P)
         rows = np.arange(n) if rows is None else rows
-        # the fused step where P's values are float32 (read once, widened); on a float64 copy scipy's product
-        # and NumPy's passes are as fast (1M SK graph, one thread: 28 ms a step against the fused 38 ms)
-        fused = A.dtype == np.float32
-        found = filtered_eigsh(aslinearoperator(op).matvec, n, k, v0,
-                               csr_rows_max_abs_sum(A.indptr, A.data, rows),
+        fused = A.dtype == np.float32   # on a float64 copy scipy's product + NumPy's passes: 28 vs 38 ms a step, 1M
+        found = filtered_eigsh(aslinearoperator(op).matvec, n, k, v0, csr_rows_max_abs_sum(A.indptr, A.data, rows),
                                csr=(A.indptr, A.indices, A.data) if fused else None,
                                rows=None if A.shape[0] == n else rows)
         if found is not None:
@@ -326,6 +323,15 @@ def _as_operand(P):
 FLOAT32_OPERATOR_NNZ = 64_000_000
 
 
+def csr_product(A, x):
+    """``A @ x`` in float64 for a CSR A of float32 or float64 values: scipy's sums in scipy's order (the same bits),
+    each value widened as it is read instead of from a float64 copy of A's values."""
+    from bigclust.algo._spectral_numba import csr_matvec
+    y = np.empty(A.shape[0])
+    csr_matvec(A.indptr, A.indices, A.data, np.ascontiguousarray(x, dtype=np.float64), y)
+    return y
+
+
 def _arpack_operand(P):
     """What ARPACK multiplies by: a large float32 CSR P stays float32 behind a Numba product.
 
@@ -340,15 +346,8 @@ def _arpack_operand(P):
 
     if not (sp.issparse(P) and P.dtype == np.float32 and P.nnz > FLOAT32_OPERATOR_NNZ):
         return _as_operand(P)
-    from bigclust.algo._spectral_numba import csr_matvec
-
     A = sp.csr_matrix(P)   # stored entries in stored order, as scipy's product reads them
-    ip, ix, data, n = A.indptr, A.indices, A.data, A.shape[0]
-
-    def matvec(x):
-        y = np.empty(n)
-        csr_matvec(ip, ix, data, np.ascontiguousarray(np.ravel(x), dtype=np.float64), y)
-        return y
+    matvec = lambda x: csr_product(A, np.ravel(x))   # noqa: E731
     return LinearOperator(A.shape, matvec=matvec, rmatvec=matvec, dtype=np.float64)
 
 

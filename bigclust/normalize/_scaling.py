@@ -62,10 +62,8 @@ class _SparseOp:
             return np.asarray(K @ d, dtype=np.float64)
         # scipy multiplies a float32 K by a float64 d through a float64 copy of K's values (0.9 GB a product
         # at 8.1M rows); this kernel widens each value as it reads it: the same sums, the same bits
-        from bigclust.algo._spectral_numba import csr_matvec
-        out = np.empty(self.n)
-        csr_matvec(K.indptr, K.indices, K.data, np.ascontiguousarray(d, dtype=np.float64), out)
-        return out
+        from bigclust.algo.spectral import csr_product
+        return csr_product(K, d)
 
     def class_matvec(self, d, codes):
         K = self.K
