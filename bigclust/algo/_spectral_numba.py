@@ -107,6 +107,19 @@ def csr_rows_matvec(indptr, indices, data, rows, x, y):
         y[i] = s
 
 
+@njit
+def _chebyshev_row(indptr, indices, data, t1, t0, i, a, b, sub_t0):
+    """Row i of :func:`csr_chebyshev_step` (i unsigned)."""
+    s = 0.0
+    for p in range(uint64(indptr[i]), uint64(indptr[i + 1])):
+        s += np.float64(data[p]) * t1[uint64(indices[p])]
+    s = s * a
+    s = s - b * t1[i]
+    if sub_t0:
+        s = s - t0[i]
+    t0[i] = s
+
+
 @njit(parallel=True)
 def csr_chebyshev_step(indptr, indices, data, t1, t0, a, b, sub_t0):
     """IN/OUT ``t0 <- a (A @ t1) - b t1 - t0`` (``sub_t0`` False: ``- t0`` left out, t0 only written): a step
@@ -118,14 +131,7 @@ def csr_chebyshev_step(indptr, indices, data, t1, t0, a, b, sub_t0):
     only by row i, so it is overwritten in place; the product gathers t1.
     """
     for i in prange(t1.shape[0]):
-        s = 0.0
-        for p in range(uint64(indptr[i]), uint64(indptr[i + 1])):
-            s += np.float64(data[p]) * t1[uint64(indices[p])]
-        s = s * a
-        s = s - b * t1[i]
-        if sub_t0:
-            s = s - t0[i]
-        t0[i] = s
+        _chebyshev_row(indptr, indices, data, t1, t0, uint64(i), a, b, sub_t0)
 
 
 @njit(parallel=True)
@@ -134,15 +140,7 @@ def csr_rows_chebyshev_step(indptr, indices, data, rows, t1, t0, a, b, sub_t0):
     by A's row numbers, read and written on ``rows`` only (the block's products never read elsewhere), so the
     recurrence runs on the block without a copy of it or a scatter of x per product."""
     for t in prange(rows.shape[0]):
-        i = uint64(rows[t])
-        s = 0.0
-        for p in range(uint64(indptr[i]), uint64(indptr[i + 1])):
-            s += np.float64(data[p]) * t1[uint64(indices[p])]
-        s = s * a
-        s = s - b * t1[i]
-        if sub_t0:
-            s = s - t0[i]
-        t0[i] = s
+        _chebyshev_row(indptr, indices, data, t1, t0, uint64(rows[t]), a, b, sub_t0)
 
 
 @njit
