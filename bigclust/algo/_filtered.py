@@ -88,9 +88,9 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = 1e-10
     matrix ``matvec`` multiplies by (with :func:`~bigclust.algo._spectral_numba.csr_matvec`'s or scipy's
     arithmetic); each step of the recurrence is then one pass of
     :func:`~bigclust.algo._spectral_numba.csr_chebyshev_step` instead of a product and three vector passes
-    (the same bits; float32 values, the 1M SK graph, one thread, medians of 7: 24.0 against 28.1 ms a step).  With ``rows``
-    (sorted), ``matvec`` multiplies by the block of that matrix on ``rows`` (a connected component, x and
-    the result in the order of ``rows``), and the recurrence runs on the block through
+    (the same bits; float32 values, the 1M SK graph, one thread, medians of 7: 24.0 against 28.1 ms a
+    step).  With ``rows`` (sorted), ``matvec`` multiplies by the block of that matrix on ``rows`` (a connected
+    component, x and the result in the order of ``rows``), and the recurrence runs on the block through
     :func:`~bigclust.algo._spectral_numba.csr_rows_chebyshev_step`.
     """
     from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
@@ -100,22 +100,22 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = 1e-10
         return None
     scale, shift = 2.0 / (c + rho), (c - rho) / (c + rho)   # t(x) = scale x - shift
 
-    def filtered(x):   # T_m(t(P)) x by the three-term recurrence
-        x = np.ravel(x)
-        t0, t1 = x, scale * matvec(x) - shift * x
-        for _ in range(degree - 1):
-            t2 = matvec(t1)
-            t2 *= 2.0 * scale
-            t2 -= (2.0 * shift) * t1
-            t2 -= t0
-            t0, t1 = t1, t2
-        return t1
-
-    if csr is not None and rows is None:
+    if csr is None:
+        def filtered(x):   # T_m(t(P)) x by the three-term recurrence
+            x = np.ravel(x)
+            t0, t1 = x, scale * matvec(x) - shift * x
+            for _ in range(degree - 1):
+                t2 = matvec(t1)
+                t2 *= 2.0 * scale
+                t2 -= (2.0 * shift) * t1
+                t2 -= t0
+                t0, t1 = t1, t2
+            return t1
+    elif rows is None:
         from bigclust.algo._spectral_numba import csr_chebyshev_step
         ip, ix, data = csr
 
-        def filtered(x):   # noqa: F811 -- the same recurrence, each step fused (two n-vectors, ARPACK's x kept)
+        def filtered(x):   # the same recurrence, each step fused (two n-vectors, ARPACK's x kept)
             t0 = np.array(np.ravel(x), dtype=np.float64)
             t1 = np.empty(n)
             csr_chebyshev_step(ip, ix, data, t0, t1, scale, shift, False)
@@ -123,12 +123,12 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = 1e-10
                 csr_chebyshev_step(ip, ix, data, t1, t0, 2.0 * scale, 2.0 * shift, True)
                 t0, t1 = t1, t0
             return t1
-    elif csr is not None:   # P's block on rows: the recurrence on P's numbering, x in and out on rows
+    else:   # P's block on rows: the recurrence on P's numbering, x in and out on rows
         from bigclust.algo._spectral_numba import csr_rows_chebyshev_step
         ip, ix, data = csr
         full = np.zeros((2, ip.shape[0] - 1))   # never read off the block's rows
 
-        def filtered(x):   # noqa: F811
+        def filtered(x):
             t0, t1 = full
             t0[rows] = np.ravel(x)
             csr_rows_chebyshev_step(ip, ix, data, rows, t0, t1, scale, shift, False)

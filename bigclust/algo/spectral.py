@@ -297,11 +297,11 @@ def _arpack(op, k, v0, P=None, rows=None):
     n = op.shape[0]
     if P is not None and n >= FILTER_MIN_ROWS and k < n // 2:
         A = sp.csr_matrix(P)
-        rows = np.arange(n) if rows is None else rows
+        rows = None if A.shape[0] == n else rows   # None: all of P
+        rho = csr_rows_max_abs_sum(A.indptr, A.data, np.arange(n) if rows is None else rows)
         fused = A.dtype == np.float32   # on a float64 copy scipy's product + NumPy's passes: 28 vs 38 ms a step, 1M
-        found = filtered_eigsh(aslinearoperator(op).matvec, n, k, v0, csr_rows_max_abs_sum(A.indptr, A.data, rows),
-                               csr=(A.indptr, A.indices, A.data) if fused else None,
-                               rows=None if A.shape[0] == n else rows)
+        found = filtered_eigsh(aslinearoperator(op).matvec, n, k, v0, rho,
+                               csr=(A.indptr, A.indices, A.data) if fused else None, rows=rows)
         if found is not None:
             return found
     return eigsh(op, k=k, which="LA", v0=v0, tol=1e-10, maxiter=max(5000, 20 * n))
