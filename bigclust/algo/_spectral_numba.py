@@ -209,6 +209,35 @@ def csr_permute(indptr, indices, data, order, inv, p_indptr, p_indices, p_data):
 
 
 @njit(parallel=True)
+def csr_rows_nonzeros(indptr, data, rows, out):
+    """OUT ``out[r]``: non-zero stored entries of row ``rows[r]``."""
+    for r in prange(rows.shape[0]):
+        c = 0
+        for p in range(uint64(indptr[rows[r]]), uint64(indptr[rows[r] + 1])):
+            c += data[p] != 0
+        out[r] = c
+
+
+@njit(parallel=True)
+def csr_take_block(indptr, indices, data, rows, pos, b_indptr, b_indices, b_data):
+    """OUT the block of A on ``rows`` (a connected component): row r is row ``rows[r]`` of A less its stored
+    zeros, columns renamed by ``pos`` (``b_indptr`` IN, from :func:`csr_rows_nonzeros`).
+
+    A stored zero may join two components (the exact BBS keeps the entries it clips in K's pattern); its
+    column is then another block's, and ``pos`` of it no column of this one.  The non-zero entries keep A's
+    stored order, so a product by the block is the same sum as by A's rows (a zero term adds nothing).
+    """
+    for r in prange(rows.shape[0]):
+        i = rows[r]
+        o = b_indptr[r]
+        for p in range(uint64(indptr[i]), uint64(indptr[i + 1])):
+            if data[p] != 0:
+                b_indices[o] = pos[uint64(indices[p])]
+                b_data[o] = data[p]
+                o += 1
+
+
+@njit(parallel=True)
 def csr_sort_rows_by(indptr, indices, data, key):
     """IN/OUT: each row's entries sorted by ``key[indices]`` (insertion sort: kNN rows hold ~10-20 entries)."""
     for i in prange(indptr.shape[0] - 1):

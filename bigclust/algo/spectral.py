@@ -235,14 +235,15 @@ def _by_component(P, k, random_state, order=None, filtered=True):
 
 def _take_block(P, rows, pos, dtype):
     """Copy of P's block on ``rows`` (a connected component), its columns renamed by ``pos``, values as ``dtype``;
-    each row in P's stored order."""
-    from bigclust.algo._spectral_numba import csr_permute
+    each row in P's stored order less its stored zeros (one may point into another component)."""
+    from bigclust.algo._spectral_numba import csr_rows_nonzeros, csr_take_block
 
     indptr = np.zeros(rows.size + 1, dtype=P.indptr.dtype)
-    np.cumsum(np.diff(P.indptr)[rows], out=indptr[1:])
+    csr_rows_nonzeros(P.indptr, P.data, rows, indptr[1:])
+    np.cumsum(indptr, out=indptr)
     B = sp.csr_matrix((np.empty(indptr[-1], dtype), np.empty(indptr[-1], P.indices.dtype), indptr),
                       shape=(rows.size, rows.size))
-    csr_permute(P.indptr, P.indices, P.data, rows, pos, B.indptr, B.indices, B.data)
+    csr_take_block(P.indptr, P.indices, P.data, rows, pos, B.indptr, B.indices, B.data)
     return B
 
 
