@@ -182,3 +182,34 @@ def test_the_fused_recurrence_on_a_component_is_the_unfused_one_bit_for_bit(dtyp
     x = rng.standard_normal(rows.size)
     assert np.array_equal(ops[0].matvec(x), ops[1].matvec(x))
     assert np.array_equal(ops[1].matvec(x), ops[1].matvec(x))   # no state carried between products
+
+
+def test_lean_eigsh_is_eigsh_bit_for_bit_without_its_second_basis(monkeypatch):
+    """The Ritz vectors formed in ARPACK's basis: eigsh's values and vectors exactly, and its n x ncv output array
+    (ncv = 21 for k = 10) not allocated."""
+    import tracemalloc
+
+    from scipy.sparse.linalg import eigsh
+    monkeypatch.setattr(_filtered, "FILTER_MIN_ROWS", 0)
+    rng = np.random.default_rng(0)
+    n = 40000
+    E = sp.random(n, n, density=6 / n, random_state=rng, format="csr")
+    d = rng.uniform(size=n)
+    d[rng.choice(n, 12, replace=False)] = 2.0 + np.arange(12)   # a clear top: few restarts
+    P = sp.csr_matrix(0.05 * (E + E.T) + sp.diags(d))
+    v0 = np.random.default_rng(0).uniform(0.5, 1.5, P.shape[0])
+    peaks = []
+    for solve in (lambda: eigsh(P, k=10, which="LA", v0=v0, tol=1e-10, maxiter=5000),
+                  lambda: _filtered.lean_eigsh(P, 10, v0, 1e-10, 5000)):
+        tracemalloc.start()
+        out = solve()
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        if len(peaks) == 1:
+            w, V = out
+    lw, lV = out
+    np.testing.assert_array_equal(lw, w)
+    np.testing.assert_array_equal(lV, V)
+    assert lV.flags.c_contiguous
+    basis = P.shape[0] * 21 * 8
+    assert peaks[0] - peaks[1] > 0.9 * basis, (peaks, basis)

@@ -77,6 +77,37 @@ def probe_cut(matvec, v0, k: int, rho: float, steps: int = PROBE_STEPS) -> float
     return t - 0.1 * (rho - t)
 
 
+def lean_eigsh(op, k: int, v0, tol: float, maxiter: int):
+    """``eigsh(op, k, which="LA", v0=v0, tol=tol, maxiter=maxiter)`` (the same bits), its Ritz vectors formed in
+    ARPACK's own n x ncv basis.
+
+    ``eigsh`` forms them in a second n x ncv array, then copies the k it returns: at 8.1M rows (ncv = 21) that
+    array is 1.36 GB beside the basis and took the SK embed stage's worker to 4.43 GB.  ARPACK's ``dseupd``
+    allows its output to be its basis (it rotates the basis in place, then copies).  Reached through scipy's
+    ARPACK driver (``_SymmetricArpackParams``, from scipy 1.15's C ARPACK); below :data:`FILTER_MIN_ROWS`
+    rows, or with another scipy, ``eigsh`` itself.
+    """
+    from scipy.sparse.linalg import aslinearoperator, eigsh
+    from scipy.sparse.linalg._eigen.arpack import arpack as ar
+
+    n = op.shape[0]
+    if n < FILTER_MIN_ROWS or not hasattr(ar, "_arpacklib") or not hasattr(ar, "HOWMNY_DICT"):
+        return eigsh(op, k=k, which="LA", v0=v0, tol=tol, maxiter=maxiter)
+    params = ar._SymmetricArpackParams(n, k, "d", aslinearoperator(op).matvec, 1, None, None, None, None, v0,
+                                       maxiter, "LA", tol, np.random.default_rng())
+    while not params.converged:
+        params.iterate()
+    params.arpack_dict["info"] = 0
+    d = np.zeros(k)
+    z = params.v.reshape(-1).reshape(params.v.shape, order="F")   # ARPACK's column-major view of its basis
+    params._arpack_extract(params.arpack_dict, 1, ar.HOWMNY_DICT["A"], np.zeros(params.ncv, dtype=np.int32),
+                           d, z, params.sigma, params.resid, params.v, params.ipntr, params.workd, params.workl)
+    if params.arpack_dict["info"] != 0:
+        raise ar.ArpackError(params.arpack_dict["info"], infodict=params.extract_infodict)
+    nconv = params.arpack_dict["nconv"]
+    return d[:nconv], z[:, :nconv].copy(order="C")
+
+
 def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = 1e-10, degree: int = DEGREE,
                    csr=None, rows=None):
     """``(values, vectors)`` of the k largest eigenvalues of the symmetric operator ``matvec`` (n x n, spectrum
@@ -93,7 +124,7 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = 1e-10
     component, x and the result in the order of ``rows``), and the recurrence runs on the block through
     :func:`~bigclust.algo._spectral_numba.csr_rows_chebyshev_step`.
     """
-    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator
 
     c = probe_cut(matvec, v0, k, rho)
     if c <= -0.5 * rho:   # no useful pass band: the filter would only cost products
@@ -138,8 +169,8 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = 1e-10
             return t1[rows]
 
     try:
-        theta, V = eigsh(LinearOperator((n, n), matvec=filtered, rmatvec=filtered, dtype=np.float64), k=k,
-                         which="LA", v0=v0, tol=tol, maxiter=MAX_RESTARTS)
+        theta, V = lean_eigsh(LinearOperator((n, n), matvec=filtered, rmatvec=filtered, dtype=np.float64), k, v0,
+                              tol, MAX_RESTARTS)
     except ArpackNoConvergence:   # not within a few times the restarts a sound cut takes
         return None
     if not theta.min() > 1.0:   # an eigenvalue at or below the cut: the filter's order is not P's

@@ -290,9 +290,9 @@ def _arpack(op, k, v0, P=None, rows=None):
     """ARPACK's k largest eigenpairs of ``op``; of a Chebyshev filter of it (:mod:`bigclust.algo._filtered`) when
     ``op`` is the sparse P's block on ``rows`` (None: all of P) of at least ``FILTER_MIN_ROWS`` rows.
     Raises ArpackNoConvergence as ``eigsh``."""
-    from scipy.sparse.linalg import aslinearoperator, eigsh
+    from scipy.sparse.linalg import aslinearoperator
 
-    from bigclust.algo._filtered import FILTER_MIN_ROWS, filtered_eigsh
+    from bigclust.algo._filtered import FILTER_MIN_ROWS, filtered_eigsh, lean_eigsh
     from bigclust.algo._spectral_numba import csr_rows_max_abs_sum
 
     n = op.shape[0]
@@ -305,7 +305,7 @@ def _arpack(op, k, v0, P=None, rows=None):
                                csr=(A.indptr, A.indices, A.data) if fused else None, rows=rows)
         if found is not None:
             return found
-    return eigsh(op, k=k, which="LA", v0=v0, tol=1e-10, maxiter=max(5000, 20 * n))
+    return lean_eigsh(op, k, v0, 1e-10, max(5000, 20 * n))
 
 
 def _as_operand(P):
