@@ -21,6 +21,8 @@ returns None and the caller runs ARPACK on P itself.
 """
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 
 #: rows from which ``eigsh`` runs on the filtered operator (the threshold of the breadth-first renumbering,
@@ -83,7 +85,9 @@ def lean_eigsh(op, k: int, v0, tol: float, maxiter: int):
 
     ``eigsh`` forms them in a second n x ncv array, then copies the k it returns: at 8.1M rows (ncv = 21) that
     array is 1.36 GB beside the basis and took the SK embed stage's worker to 4.43 GB.  ARPACK's ``dseupd``
-    allows its output to be its basis (it rotates the basis in place, then copies).  Reached through scipy's
+    allows its output to be its basis (it rotates the basis in place, then copies); the basis is anonymous
+    memory whose columns past the k returned are given back before they are copied out in C order, so the
+    end of the solve holds no more than its iterations did.  Reached through scipy's
     ARPACK driver (``_SymmetricArpackParams``, from scipy 1.15's C ARPACK); below :data:`FILTER_MIN_ROWS`
     rows, or with another scipy, ``eigsh`` itself.
     """
@@ -95,6 +99,8 @@ def lean_eigsh(op, k: int, v0, tol: float, maxiter: int):
         return eigsh(op, k=k, which="LA", v0=v0, tol=tol, maxiter=maxiter)
     params = ar._SymmetricArpackParams(n, k, "d", aslinearoperator(op).matvec, 1, None, None, None, None, v0,
                                        maxiter, "LA", tol, np.random.default_rng())
+    basis = mmap.mmap(-1, params.v.nbytes)   # anonymous memory: the columns past the k kept go back to the OS
+    params.v = np.frombuffer(basis, dtype=np.float64).reshape(params.v.shape)
     while not params.converged:
         params.iterate()
     params.arpack_dict["info"] = 0
@@ -102,10 +108,14 @@ def lean_eigsh(op, k: int, v0, tol: float, maxiter: int):
     z = params.v.reshape(-1).reshape(params.v.shape, order="F")   # ARPACK's column-major view of its basis
     params._arpack_extract(params.arpack_dict, 1, ar.HOWMNY_DICT["A"], np.zeros(params.ncv, dtype=np.int32),
                            d, z, params.sigma, params.resid, params.v, params.ipntr, params.workd, params.workl)
-    if params.arpack_dict["info"] != 0:
-        raise ar.ArpackError(params.arpack_dict["info"], infodict=params.extract_infodict)
-    nconv = params.arpack_dict["nconv"]
-    return d[:nconv], z[:, :nconv].copy(order="C")
+    info, nconv, infodict = params.arpack_dict["info"], params.arpack_dict["nconv"], params.extract_infodict
+    del params   # its n x 3 work array
+    if info != 0:
+        raise ar.ArpackError(info, infodict=infodict)
+    kept = -(-z[:, :nconv].nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
+    if kept < len(basis) and hasattr(basis, "madvise"):   # before the copy: the peak stays the basis's
+        basis.madvise(mmap.MADV_DONTNEED, kept, len(basis) - kept)
+    return d[:nconv], np.ascontiguousarray(z[:, :nconv])
 
 
 def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = 1e-10, degree: int = DEGREE,

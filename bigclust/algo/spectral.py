@@ -189,11 +189,13 @@ def _by_component(P, k, random_state, order=None, filtered=True):
         first = np.full(ncomp, n, dtype=np.int64)
         np.minimum.at(first, lab_m, np.arange(n))
         lab = inverse(np.argsort(first, kind="stable"))[lab_m]
+        del lab_m   # n-vectors are 65 MB each at 8.1M rows: none kept that the solves do not read
     byc = np.argsort(lab, kind="stable")   # M's rows, component after component
     rows_p = byc if order is None else inverse(order)[byc]   # where they are in P
     off = np.concatenate([[0], np.cumsum(np.bincount(lab, minlength=ncomp))])
     pos = np.empty(n, dtype=P.indices.dtype)   # P's column -> its place in its block
     pos[rows_p] = np.arange(n) - off[lab[byc]]
+    del lab
     cand_val, cand_comp, cand_rank, cand_vec = [], [], [], []   # per candidate; vectors as (rows, values)
     single = np.flatnonzero(np.diff(off) == 1)
     if single.size:  # vectorised: a point alone is an eigenvector with its diagonal entry as eigenvalue
@@ -202,12 +204,11 @@ def _by_component(P, k, random_state, order=None, filtered=True):
         cand_comp.append(single)
         cand_rank.append(np.zeros(single.size, dtype=np.int64))
         cand_vec.extend((byc[r:r + 1], np.ones(1)) for r in rows)
-    lengths = np.diff(P.indptr)
     for c in np.flatnonzero(np.diff(off) > 1):
         a, b = off[c], off[c + 1]
         m, rows = b - a, rows_p[a:b]
         kk = min(k, m)
-        nnz = int(lengths[rows].sum())
+        nnz = int(P.indptr[rows + 1].sum() - P.indptr[rows].sum())
         small = m <= max(EIGH_MAX_N, k + 1)
         if small or nnz <= FLOAT32_OPERATOR_NNZ:
             B = _take_block(P, rows, pos, np.float64 if small else P.dtype)
