@@ -36,7 +36,9 @@ def test_peak_rss_sees_an_allocation_and_attributes_it_to_its_stage():
         mem.stage("small")
         mem.stage("big")
         a = np.ones(40_000_000 // 8)   # 40 MB, touched
-        time.sleep(0.05)
+        deadline = time.monotonic() + 10   # until the sampler has run in this stage (a loaded machine delays it)
+        while mem.stage_peak.get("big", 0) < mem.start + 30_000_000 and time.monotonic() < deadline:
+            time.sleep(0.01)
         mem.stage(None)
         del a
     assert mem.peak >= mem.start + 30_000_000
