@@ -1,5 +1,6 @@
 """The one measurement harness of ``bigclust bench`` (bigclust/bench/_measure.py): what is and is not timed,
 interleaving, peak RSS per stage, the printed report.  No speed is asserted (DESIGN.md section 5)."""
+import mmap
 import time
 
 import numpy as np
@@ -35,12 +36,13 @@ def test_peak_rss_sees_an_allocation_and_attributes_it_to_its_stage():
     with PeakRSS(0.01, children=True) as mem:
         mem.stage("small")
         mem.stage("big")
-        a = np.ones(40_000_000 // 8)   # 40 MB, touched
+        a = mmap.mmap(-1, 40_000_000)   # 40 MB of new pages (a heap allocation may reuse resident memory freed
+        np.frombuffer(a, dtype=np.uint8)[:] = 1   # by earlier tests in this process), touched
         deadline = time.monotonic() + 10   # until the sampler has run in this stage (a loaded machine delays it)
         while mem.stage_peak.get("big", 0) < mem.start + 30_000_000 and time.monotonic() < deadline:
             time.sleep(0.01)
         mem.stage(None)
-        del a
+        a.close()
     assert mem.peak >= mem.start + 30_000_000
     assert mem.stage_peak["big"] >= mem.stage_peak["small"] + 30_000_000
     assert mem.peak_sum >= mem.peak and "driver" in mem.per_process
