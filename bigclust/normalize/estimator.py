@@ -63,6 +63,11 @@ class SpectralClustering(PipelineEstimator):
     eigensolver : {"auto", "arpack", "eigh", "eigsh", "lobpcg", "amg"}, default="auto"
         Eigensolver of the embedding; ``"auto"`` chooses by size and sparsity (on a sparse graph of 131 072
         rows or more, ARPACK on a Chebyshev filter of P); ``"arpack"`` as ``"auto"`` without the filter.
+    min_component : float, default=0.01
+        When normalisation splits the graph into more components than ``n_clusters``, components below
+        this fraction of ``n_samples / n_clusters`` rows get no eigenvector (each component would take one
+        at the top of the spectrum) and their rows the mean embedding of their kernel neighbours; 0
+        turns it off.
     random_state : int, RandomState or None, default=None
         Seeds the k-means restarts (and the samples of the median rule and of approximate kNN).
     max_memory : str or int, default="4GB"
@@ -90,7 +95,9 @@ class SpectralClustering(PipelineEstimator):
         Iterations of the normalisation solver.
     normalization_info_ : dict
         ``norm_n_iter`` (as ``n_iter_``), ``row_err`` (max row-sum error), ``norm_converged`` (False when a
-        stopping test was set and not met; True without one), ``MB``, ``out_of_core``, ``components``.
+        stopping test was set and not met; True without one), ``MB``, ``out_of_core``, ``components``
+        (connected components before and after normalisation), ``set_aside`` (components and rows that got
+        no eigenvector, see ``min_component``; None when none).
     gamma_ : float or None
         The Gaussian width used (``gamma``, or what ``"median"`` stood for); None for the other affinities.
     top_terms_ : list of list of str, or None
@@ -114,8 +121,8 @@ class SpectralClustering(PipelineEstimator):
 
     def __init__(self, n_clusters=8, *, affinity="gaussian", gamma="median", n_neighbors=15, normalization="bbs",
                  solver="dual", n_iter=1000, tol=0.0, l2_normalize=False, n_init=10, max_iter=300,
-                 eigensolver="auto", random_state=None, max_memory="4GB", scheduler=None, knn="auto",
-                 feature_names=None):
+                 eigensolver="auto", min_component=0.01, random_state=None, max_memory="4GB", scheduler=None,
+                 knn="auto", feature_names=None):
         self._keep(locals())   # scikit-learn: every parameter stored as given
 
     @classmethod
@@ -129,6 +136,7 @@ class SpectralClustering(PipelineEstimator):
                 "tol": config_key("bbs", "tol"), "l2_normalize": config_key("preprocess", "l2_normalize"),
                 "n_init": config_key("cluster", "n_init"), "max_iter": config_key("cluster", "max_iter"),
                 "eigensolver": config_key("embed", "eigensolver"),
+                "min_component": config_key("embed", "min_component"),
                 "feature_names": own_key(NAMES_TYPES, names_ok, NAMES_EXPECT)}
 
     _fetch = {"affinity": ("K",), "embed": ("E",)}
@@ -146,7 +154,7 @@ class SpectralClustering(PipelineEstimator):
             "method": {"names": [norm]},
             norm: method,
             "cluster": {"n_init": p["n_init"], "max_iter": p["max_iter"], "algorithm": "lloyd"},
-            "embed": {"eigensolver": p["eigensolver"]},
+            "embed": {"eigensolver": p["eigensolver"], "min_component": p["min_component"]},
         }
 
     _top_terms = True
@@ -165,4 +173,5 @@ class SpectralClustering(PipelineEstimator):
         self.inertia_ = res.inertia
         self.n_iter_ = embed.get("norm_n_iter", 0)
         self.normalization_info_ = {k: embed.get(k) for k in
-                                    ("norm_n_iter", "row_err", "norm_converged", "MB", "out_of_core", "components")}
+                                    ("norm_n_iter", "row_err", "norm_converged", "MB", "out_of_core", "components",
+                                     "set_aside")}

@@ -19,7 +19,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from bigclust._util.errors import DataError, UserError
-from bigclust.pipeline.methods import (RUNTIME, Method, StageDef, fmt_params, register, register_column,
+from bigclust.pipeline.methods import (ADDED, RUNTIME, Method, StageDef, fmt_params, register, register_column,
                                        register_stage)
 from bigclust.pipeline.schema import nonnegative, param, params_dict, positive
 
@@ -220,6 +220,7 @@ class EmbedParams:
     in_memory: bool                               # from bigclust._util.plan; MBBS's G-step differs out of core
     seed: int
     max_memory: int = field(default=0, metadata=RUNTIME)
+    min_component: float = field(default=0.01, metadata=ADDED)   # [embed] min_component
 
 
 # -- the embed stage: normalise, then the spectral embedding ------------------------------------
@@ -259,18 +260,38 @@ def embed(store_path, key, attrs, p: EmbedParams, *, y=None, client=None, **_):
     n_in = [components(K)[0] if sp.issparse(K) else check_connected(K) for K in Ks]
     order, y = _renumber(Ks, n_in, m, y)
     P, info = m.normalize(Ks if m.combine else Ks[0], mp, y)
-    del Ks   # the eigensolver needs P only: K's memory (~1 GB at 8.1M rows x 10 neighbours) goes back first
     t_norm = time.perf_counter() - t0
     extra = {**_alpha(info), **_usage("normalize", t0, c0)}
-    n_out = components(P)[0]
+    n_out, labels = components(P)
     extra["components"] = [max(n_in), n_out]
+    aside, R, n_small = _set_aside(Ks, n_in, n_out, labels, p)
+    del Ks, labels   # the eigensolver needs P only: K's memory (~1 GB at 8.1M rows x 10 neighbours) goes back first
+    if n_small:
+        extra["set_aside"] = [n_small, int(aside.size)]
+        warnings.warn(f"{p.method} split the affinity graph into {n_out} components; {n_small} of them "
+                      f"({aside.size} rows) are below [embed] min_component = {p.min_component} of n / {p.k} rows "
+                      "and get no eigenvector: their rows take their kernel neighbours' embedding",
+                      RuntimeWarning, stacklevel=2)
     # a split into at most k components is the clustering itself (well-separated blobs under the exact BBS):
     # only more components than clusters crowd the top of the spectrum
-    if n_out > max(n_in) and n_out > p.k:
-        warnings.warn(f"{p.method} split the affinity graph: {max(n_in)} connected component(s) before, {n_out} "
-                      "after normalisation; each component adds an eigenvalue at the top of the spectrum, "
-                      "so the embedding sees them as separate clusters", RuntimeWarning, stacklevel=2)
-    _embed_and_write(store, key, attrs, P, info, t_norm, p, y, order=order, **extra)
+    if n_out > max(n_in) and n_out - n_small > p.k:
+        warnings.warn(f"{p.method} split the affinity graph: {max(n_in)} connected component(s) before, "
+                      f"{n_out - n_small} after normalisation; each component adds an eigenvalue at the top of "
+                      "the spectrum, so the embedding sees them as separate clusters", RuntimeWarning, stacklevel=2)
+    _embed_and_write(store, key, attrs, P, info, t_norm, p, y, order=order, aside=aside, aside_rows=R, **extra)
+
+
+def _set_aside(Ks, n_in, n_out, labels, p):
+    """``(rows, R, n)``: P's rows of the small components the normaliser split off (P's numbering), the first
+    kernel's rows of them and their number of components (:mod:`bigclust.algo.small_components`)."""
+    import numpy as np
+
+    from bigclust.algo.small_components import small_component_rows
+
+    rows = small_component_rows(labels, n_out, p.k, p.min_component) if n_out > max(n_in) else np.empty(0, int)
+    if not rows.size:
+        return rows, None, 0
+    return rows, Ks[0][rows], int(np.unique(labels[rows]).size)
 
 
 def _renumber(Ks, n_in, m, y):
@@ -369,14 +390,18 @@ def _embed_streamed(g, P, scale, info, t_norm, p: EmbedParams, y, **extra):
                     "history": [list(map(float, h)) for h in (info.history if info else [])], **extra})
 
 
-def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, y, order=None, **extra):
+def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, y, order=None, aside=(), aside_rows=None,
+                     **extra):
     """Quality, spectral embedding and the stage's arrays/attributes for an in-memory P.
 
     ``order``: P and y are renumbered by it (:func:`embed`); E is written in the data's numbering.
+    ``aside``: P's rows that get no eigenvector (:func:`_set_aside`), embedded through the kernel's rows
+    ``aside_rows`` (P's numbering, as ``aside``).
     """
     import numpy as np
     import scipy.sparse as sp
 
+    from bigclust.algo.small_components import drop_rows, extend
     from bigclust.algo.spectral import embed as spectral_embed, in_original_row_order
     from bigclust.normalize import quality
     from bigclust.pipeline.store import write_dense
@@ -388,7 +413,14 @@ def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, y, orde
         # a normaliser's rows are sorted by the new numbers (and quality sorts them in place): in the old
         # order each product sums as it did before the renumbering.  Timed with the eigenvectors it serves
         in_original_row_order(P, order)
+    if len(aside):
+        drop_rows(P, aside)
     E = spectral_embed(P, p.k, solver=p.eigensolver, random_state=p.seed, order=order)
+    if len(aside):
+        R = sp.csr_matrix(aside_rows)
+        if order is not None:   # P's numbering -> the data's, where E's rows are
+            aside, R = order[aside], sp.csr_matrix((R.data, order[R.indices], R.indptr), shape=R.shape)
+        extend(E, aside, R)
     extra.update(_usage("eigen", t0, c0))
     with store.write("embed", key, attrs) as g:
         write_dense(g, "E", E)
@@ -415,13 +447,15 @@ def _build_embed(ctx, src, inputs):
         raise UserError(f"{ctx.cfg.path}: {ctx.method.name} has no out-of-core path and its n={n} dense kernel "
                         "does not fit [store] max_memory; raise max_memory or use [affinity] kind = \"knn\"")
     return [EmbedParams(inputs=tuple(inputs), src=src, method=ctx.method.name, method_params=params_dict(ctx.params),
-                        k=ncomp, eigensolver=emb["eigensolver"], in_memory=in_memory,
+                        k=ncomp, eigensolver=emb["eigensolver"], min_component=emb["min_component"],
+                        in_memory=in_memory,
                         seed=ctx.point["cluster"]["seed"], max_memory=ctx.cfg.max_memory)]
 
 
 register_stage(StageDef("embed", _build_embed, embed, "E",
                         where=lambda p: "task" if p.in_memory else "here",
-                        report=("MB", "MC", "norm_n_iter", "row_err", "history", "alpha", "components", *STEP_ATTRS),
+                        report=("MB", "MC", "norm_n_iter", "row_err", "history", "alpha", "components", "set_aside",
+                                *STEP_ATTRS),
                         describe=lambda p: fmt_params(p.method_params) + ("" if p.in_memory else " (out of core)")))
 
 
