@@ -266,18 +266,20 @@ def embed(store_path, key, attrs, p: EmbedParams, *, y=None, client=None, **_):
     extra["components"] = [max(n_in), n_out]
     aside, R, n_small = _set_aside(Ks, n_in, n_out, labels, p)
     del Ks, labels   # the eigensolver needs P only: K's memory (~1 GB at 8.1M rows x 10 neighbours) goes back first
+    said = (f"{p.method} split the affinity graph: {max(n_in)} connected component(s) before, {n_out} after "
+            "normalisation")
     if n_small:
         extra["set_aside"] = [n_small, int(aside.size)]
-        warnings.warn(f"{p.method} split the affinity graph into {n_out} components; {n_small} of them "
-                      f"({aside.size} rows) are below [embed] min_component = {p.min_component} of n / {p.k} rows "
-                      "and get no eigenvector: their rows take their kernel neighbours' embedding",
-                      RuntimeWarning, stacklevel=2)
+        said += (f"; {n_small} of them ({aside.size} rows) are below [embed] min_component = {p.min_component} of "
+                 f"n / {p.k} rows and get no eigenvector (their rows take their kernel neighbours' embedding)")
     # a split into at most k components is the clustering itself (well-separated blobs under the exact BBS):
     # only more components than clusters crowd the top of the spectrum
     if n_out > max(n_in) and n_out - n_small > p.k:
-        warnings.warn(f"{p.method} split the affinity graph: {max(n_in)} connected component(s) before, "
-                      f"{n_out - n_small} after normalisation; each component adds an eigenvalue at the top of "
-                      "the spectrum, so the embedding sees them as separate clusters", RuntimeWarning, stacklevel=2)
+        warnings.warn(f"{said}; each of the {'other ' if n_small else ''}{n_out - n_small} components adds an "
+                      "eigenvalue at the top of the spectrum, so the embedding sees them as separate clusters",
+                      RuntimeWarning, stacklevel=2)
+    elif n_small:
+        warnings.warn(said, RuntimeWarning, stacklevel=2)
     _embed_and_write(store, key, attrs, P, info, t_norm, p, y, order=order, aside=aside, aside_rows=R, **extra)
 
 
