@@ -1,5 +1,6 @@
 """bench scale: slope fit and JSON on synthetic timings (no timing is measured or asserted), config agreement."""
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +69,11 @@ def test_mnist_8m_config_matches_bench_defaults_and_sizes(tmp_path):
     assert (ds, sizes, base["data"]["name"]) == ("mnist-8m", [1_000_000, 2_000_000, 4_000_000, 8_100_000], "mnist-8m")
     ds, sizes, base = bs._settings(None, [70_000], Path(__file__).parents[1] / "pipelines" / "scale" / "mnist-8m.toml")
     assert ds == "mnist-8m" and sizes == [70_000] and base["preprocess"]["pca_solver"] == "covariance"
+    # a size's config is the file's sections (not every method's defaults: [aksc] image_shape has no TOML value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cfg = bs._config(base, tmp_path, tuple(bs.METHODS))
+    assert cfg.sections["bbs"]["solver"] == "dual" and cfg.sections["affinity"]["knn"] == "ivf-rows"
     assert bs._settings(None, None, None)[1] == list(bs.SIZES)
     with pytest.raises(Exception, match="between 100 and 1000000"):
         bs._settings("mnist-1m", [2_000_000], None)

@@ -298,7 +298,12 @@ def _settings(dataset, sizes, config):
     if dataset is not None and dataset not in DATASET_SIZES:
         raise UserError(f"--data must be one of {', '.join(DATASET_SIZES)}, got {dataset!r}")
     if config is not None:
-        base = {s: v for s, v in load(config).sections.items() if s not in ("store", "output", "evaluate")}
+        import tomllib
+
+        load(config)   # checked as a pipeline config; its sections as written (defaults filled in would hold
+        # every method's section, and keys without a TOML value such as [aksc] image_shape = None)
+        with open(config, "rb") as fh:
+            base = {s: v for s, v in tomllib.load(fh).items() if s not in ("store", "output", "evaluate")}
         named = base["data"].get("name")
         dataset = dataset or (named if named in DATASET_SIZES else "mnist-1m")
     else:
