@@ -10,7 +10,7 @@ allowed; a folder stands for its ``results.json``).  What it writes depends on t
   for each k instead), paper 002's error and NMI, mean ± std over the trials (``:table: 1`` … ``7``;
   ``:setting:`` keeps the settings that start with the given text, ``:methods:`` a comma-separated list);
 - without ``:paper:``, the records of the runs (``:columns:`` a comma-separated list of record keys), or,
-  for a ``scale.json`` written by ``bigclust bench scale``, seconds per stage and n with the fitted slopes.
+  for a ``scale*.json`` written by ``bigclust bench scale``, seconds per stage and n with the fitted slopes.
 
 A missing file or a cell that names no result is a build error (``sphinx-build -W``), so a page cannot show
 a table that the committed results no longer back.
@@ -98,7 +98,7 @@ class ReproductionTable(SphinxDirective):
             if "metric" in header:
                 return [self._paper_002(files, path)]
             return [self._paper_000(files, path)]
-        if len(files) == 1 and files[0].name == "scale.json":
+        if len(files) == 1 and files[0].name.startswith("scale") and files[0].suffix == ".json":
             return [self._scale(json.loads(files[0].read_text()))]
         return [self._records(files)]
 
