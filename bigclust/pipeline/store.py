@@ -113,7 +113,10 @@ class Store:
             if (self.path / name).exists() and not (self.path / name).is_dir():
                 raise StoreError(f"store {self.path} holds a file {name!r} where bigclust keeps a folder; "
                                  "move that file out of the store")
-        self.root = zarr.open_group(str(self.path), mode="a")
+        try:
+            self.root = zarr.open_group(str(self.path), mode="a")
+        except zarr.errors.ContainsGroupError:   # another run created it since zarr looked: open that one
+            self.root = zarr.open_group(str(self.path), mode="r+")
         attrs = dict(self.root.attrs)
         if owner is not None:
             owner_js = json.loads(json.dumps(owner, default=str))
