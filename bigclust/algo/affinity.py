@@ -462,20 +462,21 @@ def kernel_from_neighbors(ind, dist, n_neighbors, gamma, *, dtype=np.float64, re
     from scipy.sparse.csgraph import connected_components
 
     from bigclust.algo._affinity_numba import gaussian_weights
+    from bigclust.algo._knn_symmetric import symmetric_max
+    from bigclust.algo._spectral_numba import csr_components
 
     if _check_gamma(gamma) == "median":
         gamma = _positive_median(dist[:, 1:].ravel() ** 2, f"the {n_neighbors}-nearest-neighbour pairs")
     n = ind.shape[0]
     w = np.empty(dist.size)
     gaussian_weights(dist.ravel(), float(gamma), w)
-    rows = np.repeat(np.arange(n), ind.shape[1])
-    W = sp.csr_matrix((w, (rows, ind.ravel())), shape=(n, n))
-    W.sum_duplicates()
-    K = W.maximum(W.T).tocsr()
-    K.sort_indices()
-    ncomp, _ = connected_components(K, directed=False)
+    K = symmetric_max(np.ascontiguousarray(ind), w, np.dtype(dtype))
+    del w
+    # over K's own arrays: scipy's csgraph would copy K to float64 and transpose it (2.6 GB at 8.1M rows)
+    ncomp = int(csr_components(K.indptr, K.indices, K.data, np.empty(n, np.int64)))
     if ncomp > 1:
         # which is to blame: the neighbour lists themselves, or weights that underflow to 0 for this γ
+        rows = np.repeat(np.arange(n), ind.shape[1])
         A = sp.csr_matrix((np.ones(ind.size), (rows, ind.ravel())), shape=(n, n))
         ngraph, _ = connected_components(A, directed=False)
         d2 = float(np.median(dist[:, 1:] ** 2)) if dist.shape[1] > 1 else float("nan")
@@ -487,4 +488,5 @@ def kernel_from_neighbors(ind, dist, n_neighbors, gamma, *, dtype=np.float64, re
         warnings.warn(f"kNN graph (k={n_neighbors}) has {ncomp} connected components: {cause}; clustering goes "
                       "on, each component adds an eigenvalue at the top of the spectrum",
                       RuntimeWarning, stacklevel=2)
-    return (K.astype(dtype), float(gamma)) if return_gamma else K.astype(dtype)
+    return (K, float(gamma)) if return_gamma else K
+

@@ -1,0 +1,40 @@
+"""The symmetric kNN kernel ``max(W, W^T)`` from neighbour lists, built row by row (no n x n scipy temporaries)."""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from bigclust._util.errors import UserError
+
+
+def symmetric_max(ind, w, dtype):
+    """``W.maximum(W.T)`` as a sorted CSR of ``dtype`` for the kNN weights ``W[i, ind[i, j]] = w[i k + j]``
+    (duplicates in a list summed), built row by row in Numba.  scipy's COO -> CSR, transpose and maximum
+    made the kNN stage's driver reach 8.0 GB at 8.1M rows x 10 neighbours; this holds each pair twice, as
+    an int32 column and an int16 code of where its weight is in w, then the result.  The same values as
+    scipy's: the max of two float64 sums, rounded once to ``dtype``."""
+    from bigclust.algo._affinity_numba import knn_compact, knn_degrees, knn_scatter, knn_sort_count
+
+    n, k = ind.shape
+    if k >= 2**15:
+        raise UserError(f"{k} neighbours per row: at most {2**15 - 1}")
+    deg = np.zeros(n, np.int64)
+    knn_degrees(ind, deg)
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(deg, out=ptr[1:])
+    del deg
+    cols = np.empty(ptr[-1], np.int32 if n < 2**31 else np.int64)
+    code = np.empty(ptr[-1], np.int16)
+    knn_scatter(ind, ptr, cols, code)
+    counts = np.empty(n, np.int64)
+    knn_sort_count(ptr, cols, code, w, k, counts)
+    nnz = int(counts.sum())
+    itype = np.int32 if max(nnz, n) < 2**31 else np.int64   # as scipy picks for the same sizes
+    indptr = np.zeros(n + 1, itype)
+    np.cumsum(counts, out=indptr[1:])
+    del counts
+    indices, data = np.empty(nnz, itype), np.empty(nnz, dtype)
+    knn_compact(ptr, cols, code, w, k, indptr, indices, data)
+    K = sp.csr_matrix((data, indices, indptr), shape=(n, n))
+    K.has_sorted_indices = True
+    return K
