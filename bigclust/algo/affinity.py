@@ -463,7 +463,7 @@ def kernel_from_neighbors(ind, dist, n_neighbors, gamma, *, dtype=np.float64, re
 
     from bigclust.algo._affinity_numba import gaussian_weights
     from bigclust.algo._knn_symmetric import symmetric_max
-    from bigclust.algo._spectral_numba import csr_components
+    from bigclust.algo.spectral import components
 
     if _check_gamma(gamma) == "median":
         gamma = _positive_median(dist[:, 1:].ravel() ** 2, f"the {n_neighbors}-nearest-neighbour pairs")
@@ -472,8 +472,7 @@ def kernel_from_neighbors(ind, dist, n_neighbors, gamma, *, dtype=np.float64, re
     gaussian_weights(dist.ravel(), float(gamma), w)
     K = symmetric_max(np.ascontiguousarray(ind), w, np.dtype(dtype))
     del w
-    # over K's own arrays: scipy's csgraph would copy K to float64 and transpose it (2.6 GB at 8.1M rows)
-    ncomp = int(csr_components(K.indptr, K.indices, K.data, np.empty(n, np.int64)))
+    ncomp, _ = components(K)   # over K's own arrays: scipy's csgraph copies K to float64 and transposes it
     if ncomp > 1:
         # which is to blame: the neighbour lists themselves, or weights that underflow to 0 for this γ
         rows = np.repeat(np.arange(n), ind.shape[1])
@@ -489,4 +488,3 @@ def kernel_from_neighbors(ind, dist, n_neighbors, gamma, *, dtype=np.float64, re
                       "on, each component adds an eigenvalue at the top of the spectrum",
                       RuntimeWarning, stacklevel=2)
     return (K, float(gamma)) if return_gamma else K
-

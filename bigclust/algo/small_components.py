@@ -75,7 +75,8 @@ def extend(E, rows, R):
     done[rows] = False
     todo = np.arange(rows.size)
     while todo.size:
-        W = R[todo] @ sp.diags(done.astype(np.float64))   # weights of the embedded neighbours only
+        W = R[todo]
+        W.data[~done[W.indices]] = 0   # weights of the embedded neighbours only
         W.eliminate_zeros()
         reached = np.diff(W.indptr) > 0
         if not reached.any():
