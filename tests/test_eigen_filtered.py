@@ -213,3 +213,31 @@ def test_lean_eigsh_is_eigsh_bit_for_bit_without_its_second_basis(monkeypatch):
     assert lV.flags.c_contiguous
     basis = P.shape[0] * 21 * 8
     assert peaks[0] - peaks[1] > 0.9 * basis, (peaks, basis)
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_a_float32_p_is_filtered_on_its_own_values_with_a_float64_copy_s_bits(monkeypatch, split):
+    """No float64 copy of a float32 P (12 bytes an entry; scipy's product on one thread): the fused recurrence
+    reads P's values and the probe multiplies through the widening kernel -- eigenpairs equal bit for bit to
+    those of P's float64 copy, on a connected graph and per component."""
+    P = sp.block_diag([_graph(n=2500, seed=5, blobs=3), _graph(n=2300, seed=6)], format="csr") if split else \
+        _graph(seed=4)
+    P = P.astype(np.float32)
+    monkeypatch.setattr(_filtered, "FILTER_MIN_ROWS", 0)
+    monkeypatch.setattr(spectral, "REORDER_MIN_ROWS", 0)   # renumbered as large graphs are
+    seen, copies = [], []
+    real, real_operand = _filtered.filtered_eigsh, spectral._as_operand
+
+    def spy(*a, csr=None, **kw):
+        seen.append(None if csr is None else csr[2].dtype)
+        return real(*a, csr=csr, **kw)
+    monkeypatch.setattr(_filtered, "filtered_eigsh", spy)
+    monkeypatch.setattr(spectral, "_as_operand", lambda A: copies.append(A.dtype) or real_operand(A))
+    k = 8
+    w, V = top_eigenvectors(P, k)
+    assert seen == [np.float32] * (1 + split) and copies == []
+    seen.clear()
+    w64, V64 = top_eigenvectors(P.astype(np.float64), k)
+    assert seen == [None] * (1 + split)                    # a float64 P: scipy's product and NumPy's passes
+    np.testing.assert_array_equal(w, w64)
+    np.testing.assert_array_equal(V, V64)

@@ -101,22 +101,26 @@ SPARSE_BLAS_THREADS = 1
 def _iterative(P, k, solver, random_state, order=None, filtered=True):
     """``(values, vectors)`` (any order) of an iterative solver; see :func:`top_eigenvectors`.
 
-    ``order``: P is already renumbered by it (``eigsh`` only).  Below
-    :data:`FLOAT32_OPERATOR_NNZ` entries ARPACK then gets P's float64 copy,
-    the same values in the same places as ``local_order(M, dtype=np.float64)``.
-    ``filtered``: ARPACK runs on a Chebyshev filter of a large sparse P (:func:`_arpack`).
+    ``order``: P is already renumbered by it (``eigsh`` only).  ``filtered``: ARPACK runs on a Chebyshev
+    filter of a large sparse P (:func:`_arpack`); a float32 P stays float32 (renumbered or not), which the
+    filter's recurrence and its other products widen as they read -- a float64 copy's bits, without the copy
+    (12 bytes an entry) or scipy's one thread.  Otherwise ARPACK gets a float64 copy below
+    :data:`FLOAT32_OPERATOR_NNZ` entries (the same values in the same places as ``local_order(M, np.float64)``).
     """
     from scipy.sparse.linalg import LinearOperator
+
+    from bigclust.algo._filtered import FILTER_MIN_ROWS
 
     n = P.shape[0]
     if solver == "eigsh":
         from scipy.sparse.linalg import ArpackNoConvergence
         v0 = np.random.default_rng(random_state).uniform(0.5, 1.5, n)
         A = P
+        fused = filtered and sp.issparse(P) and n >= FILTER_MIN_ROWS and P.dtype == np.float32
         if order is None and sp.issparse(P) and n >= REORDER_MIN_ROWS and P.nnz <= FLOAT32_OPERATOR_NNZ:
-            A, order = local_order(P, dtype=np.float64)   # the float64 copy ARPACK's product needs anyway
+            A, order = local_order(P, dtype=None if fused else np.float64)   # else the copy ARPACK's product needs
         try:   # on A = P renumbered the start is v0 renumbered, and the eigenvectors are renumbered back
-            op = _arpack_operand(A)
+            op = _arpack_operand(A, widen=fused)
             vals, vecs = _arpack(op, k, v0 if order is None else v0[order], A if sp.issparse(A) and filtered else None)
             if order is not None:
                 vecs = _unpermute(vecs, order)
@@ -313,9 +317,7 @@ def _as_operand(P):
     from scipy.sparse.linalg import LinearOperator
     if isinstance(P, LinearOperator):
         return P
-    if sp.issparse(P):
-        return sp.csr_matrix(P, dtype=np.float64)
-    return np.asarray(P, dtype=np.float64)
+    return sp.csr_matrix(P, dtype=np.float64) if sp.issparse(P) else np.asarray(P, dtype=np.float64)
 
 
 #: stored entries of a float32 P above which ARPACK multiplies through :func:`_arpack_operand`'s kernel
@@ -334,19 +336,16 @@ def csr_product(A, x):
     return y
 
 
-def _arpack_operand(P):
-    """What ARPACK multiplies by: a large float32 CSR P stays float32 behind a Numba product.
+def _arpack_operand(P, widen=False):
+    """What ARPACK multiplies by: a large float32 CSR P (any, with ``widen``) stays float32 behind a Numba product.
 
-    ARPACK needs float64 products; scipy gets them from a float64 copy of the
-    values, which at 8.1M rows x 10 neighbours (113M stored entries) is
-    0.9 GB beside the 0.9 GB float32 matrix and ARPACK's 1.4 GB Lanczos
-    basis.  Above :data:`FLOAT32_OPERATOR_NNZ` entries the kernel widens
-    each value as it reads it and sums in scipy's order instead, so the
-    products -- and the eigenvectors -- are the same bit for bit.
+    ARPACK needs float64 products; scipy gets them from a float64 copy of the values (8.1M rows x 10
+    neighbours: 0.9 GB beside the float32 P and ARPACK's 1.4 GB basis).  Above :data:`FLOAT32_OPERATOR_NNZ`
+    entries the kernel widens each value as it reads it and sums in scipy's order: the same bits.
     """
     from scipy.sparse.linalg import LinearOperator
 
-    if not (sp.issparse(P) and P.dtype == np.float32 and P.nnz > FLOAT32_OPERATOR_NNZ):
+    if not (sp.issparse(P) and P.dtype == np.float32 and (widen or P.nnz > FLOAT32_OPERATOR_NNZ)):
         return _as_operand(P)
     A = sp.csr_matrix(P)   # stored entries in stored order, as scipy's product reads them
     matvec = lambda x: csr_product(A, np.ravel(x))   # noqa: E731
