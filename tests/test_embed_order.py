@@ -64,7 +64,7 @@ def test_float32_kernel_above_the_copy_threshold(low_threshold, monkeypatch):
     monkeypatch.setattr(spectral, "FLOAT32_OPERATOR_NNZ", 1000)
     operands = []
     real = spectral._arpack_operand
-    monkeypatch.setattr(spectral, "_arpack_operand", lambda A: operands.append(A) or real(A))
+    monkeypatch.setattr(spectral, "_arpack_operand", lambda A, **kw: operands.append(A) or real(A, **kw))
     (v, V), P_new, _ = _renumbered_path(K, lambda M: sinkhorn(M, n_iter=30), 4)
     assert operands[0].dtype == np.float32 and operands[0] is P_new   # no copy of the values
     assert isinstance(real(P_new), sla.LinearOperator)

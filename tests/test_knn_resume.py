@@ -158,7 +158,8 @@ def test_chunks_on_a_local_cluster_equal_local(tmp_path, make_config, search):
     """Chunks as tasks of a process-based cluster give the local lists bit for bit; for IVF the
     partition reaches the workers through the store's scratch group."""
     distributed = pytest.importorskip("distributed")
-    p, _ = _data(tmp_path)
+    p, X = _data(tmp_path)
+    X_shape = X.shape
 
     def config(**kw):
         cfg = _config(make_config, p, **kw)
@@ -168,11 +169,66 @@ def test_chunks_on_a_local_cluster_equal_local(tmp_path, make_config, search):
         return cfg
 
     run(config(store="loc.zarr", out="o1"))
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
+    shapes, real = [], distributed.Client.scatter
+
+    def scatter(self, data, *a, **kw):   # what the driver sends the workers itself
+        shapes.append(getattr(data, "shape", None))
+        return real(self, data, *a, **kw)
+    with pytest.MonkeyPatch.context() as mp, \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                     dashboard_address=None) as cluster:
+        mp.setattr(distributed.Client, "scatter", scatter)
         run(config(store="dist.zarr", out="o2"), scheduler=cluster.scheduler_address)
+        with distributed.Client(cluster) as client:   # the rows the workers loaded went with the stage
+            assert set(client.run(lambda: len(resumable._LOADED)).values()) == {0}
+    # ivf-rows: the workers load the cell-sorted rows from the scratch group; the driver never sends them
+    assert (X_shape in shapes) == (search != "ivf-rows")
     K1, n1, _ = _affinity(tmp_path / "loc.zarr")
     K2, n2, a2 = _affinity(tmp_path / "dist.zarr")
     assert a2["params"].get("search") == search
     np.testing.assert_array_equal(n1, n2)
     assert (K1 != K2).nnz == 0 and a2["knn_chunks"][1] == a2["knn_chunks"][0] >= 5
+
+
+def test_stored_inputs_load_once_per_process_and_go_with_their_pass(tmp_path):
+    """A :class:`resumable.Stored` input is read from the scratch group where the chunk runs, cast as asked, kept
+    for the next chunk that names it, and let go when a chunk names others (an earlier pass's lists)."""
+    import zarr
+
+    g = zarr.open_group(str(tmp_path), mode="w")
+    for name, a in (("xs", np.arange(12.0).reshape(4, 3)), ("nbr0", np.arange(8).reshape(4, 2)),
+                    ("nbr1", np.arange(8).reshape(4, 2) + 1)):
+        g.create_array(name, shape=a.shape, dtype=a.dtype)[...] = a
+    (tmp_path / "done").mkdir()
+    seen = []
+    resumable._LOADED.clear()
+
+    def fn(xs, src, tag):
+        seen.append((xs, src, tag))
+    xs, n0 = resumable.Stored(tmp_path, "xs"), resumable.Stored(tmp_path, "nbr0", np.int32)
+    resumable._run_chunk(fn, tmp_path, "p1_0", 0, 2, xs, n0, "a")
+    resumable._run_chunk(fn, tmp_path, "p1_1", 2, 4, xs, n0, "b")
+    (x_a, s_a, _), (x_b, s_b, _) = seen
+    np.testing.assert_array_equal(x_a, np.arange(12.0).reshape(4, 3))
+    assert s_a.dtype == np.int32 and x_a is x_b and s_a is s_b             # loaded once
+    resumable._run_chunk(fn, tmp_path, "p2_0", 0, 2, xs, (resumable.Stored(tmp_path, "nbr1"), 7), "c")
+    x_c, (s_c, seven), _ = seen[-1]
+    assert x_c is x_a and seven == 7 and s_c[0, 0] == 1
+    assert set(resumable._LOADED) == {xs.key(), resumable.Stored(tmp_path, "nbr1").key()}   # nbr0 gone
+    assert resumable.chunks_done(tmp_path, "p1_") == {0, 1} and resumable.chunks_done(tmp_path, "p2_") == {0}
+    resumable._LOADED.clear()
+
+
+def test_a_disconnected_chunked_kernel_names_the_stored_distances_median(tmp_path, make_config):
+    """The stage weighs the pairs and lets the distances go before the kernel is built; the message about an
+    underflowing gamma reads their median back from the lists it committed."""
+    p, _ = _data(tmp_path)
+    cfg = _config(make_config, p)
+    cfg.write_text(cfg.read_text().replace(f"gamma = {GAMMA}", "gamma = 1e-9"))
+    with pytest.warns(RuntimeWarning, match=r"gamma=1e-09 is too small for the median squared kNN distance") as rec:
+        run(cfg)
+    s = Store(tmp_path / "store.zarr")
+    (key,) = s.stage_keys("affinity")
+    d = s.open("affinity", key)["distances"][...]
+    said = next(str(w.message) for w in rec if "too small" in str(w.message))
+    assert f"distance {float(np.median(d[:, 1:] ** 2)):.3g} " in said

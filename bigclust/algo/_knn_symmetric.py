@@ -1,6 +1,8 @@
 """The symmetric kNN kernel ``max(W, W^T)`` from neighbour lists, built row by row (no n x n scipy temporaries)."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -37,4 +39,33 @@ def symmetric_max(ind, w, dtype):
     knn_compact(ptr, cols, code, w, k, indptr, indices, data)
     K = sp.csr_matrix((data, indices, indptr), shape=(n, n))
     K.has_sorted_indices = True
+    return K
+
+
+def kernel_from_weights(ind, w, n_neighbors, gamma, *, dtype, distances):
+    """:func:`~bigclust.algo.affinity.kernel_from_neighbors` from the lists ``ind`` (int32 or int64) and their
+    weights (:func:`~bigclust.algo.affinity.knn_weights`), so that a caller can let the distances go before the
+    kernel is built; ``distances()`` gives them back only for the message about a disconnected graph."""
+    from scipy.sparse.csgraph import connected_components
+
+    from bigclust.algo.spectral import components
+
+    n = ind.shape[0]
+    K = symmetric_max(np.ascontiguousarray(ind), w, np.dtype(dtype))
+    ncomp, _ = components(K)   # over K's own arrays: scipy's csgraph copies K to float64 and transposes it
+    if ncomp > 1:
+        # which is to blame: the neighbour lists themselves, or weights that underflow to 0 for this γ
+        rows = np.repeat(np.arange(n), ind.shape[1])
+        A = sp.csr_matrix((np.ones(ind.size), (rows, ind.ravel())), shape=(n, n))
+        ngraph, _ = connected_components(A, directed=False)
+        dist = distances()
+        d2 = float(np.median(dist[:, 1:] ** 2)) if dist.shape[1] > 1 else float("nan")
+        if ncomp > ngraph:
+            cause = (f"exp(-d^2/gamma) underflows to 0 on kNN edges: gamma={gamma:g} is too small for the "
+                     f"median squared kNN distance {d2:.3g} (the neighbour lists alone give {ngraph}); raise gamma")
+        else:
+            cause = "the neighbour lists themselves are disconnected; raise n_neighbors"
+        warnings.warn(f"kNN graph (k={n_neighbors}) has {ncomp} connected components: {cause}; clustering goes "
+                      "on, each component adds an eigenvalue at the top of the spectrum",
+                      RuntimeWarning, stacklevel=3)
     return K

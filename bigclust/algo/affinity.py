@@ -14,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bigclust._util.errors import UserError
+from bigclust.algo._knn_symmetric import kernel_from_weights  # noqa: F401 (a public name of this module)
 
 DENSE_KINDS = ("gaussian", "linear", "cosine", "cosine2")
 
@@ -459,32 +460,18 @@ def kernel_from_neighbors(ind, dist, n_neighbors, gamma, *, dtype=np.float64, re
     gamma : float
         The width used (only with ``return_gamma=True``).
     """
-    from scipy.sparse.csgraph import connected_components
+    w, gamma = knn_weights(dist, n_neighbors, gamma)
+    K = kernel_from_weights(ind, w, n_neighbors, gamma, dtype=dtype, distances=lambda: dist)
+    return (K, gamma) if return_gamma else K
 
+
+def knn_weights(dist, n_neighbors, gamma):
+    """``(w, gamma)``: the Gaussian weights ``exp(-d^2 / gamma)`` of the pairs ``dist`` (n, k), flat float64, and
+    the width used (``"median"``: over the pairs)."""
     from bigclust.algo._affinity_numba import gaussian_weights
-    from bigclust.algo._knn_symmetric import symmetric_max
-    from bigclust.algo.spectral import components
 
     if _check_gamma(gamma) == "median":
         gamma = _positive_median(dist[:, 1:].ravel() ** 2, f"the {n_neighbors}-nearest-neighbour pairs")
-    n = ind.shape[0]
     w = np.empty(dist.size)
-    gaussian_weights(dist.ravel(), float(gamma), w)
-    K = symmetric_max(np.ascontiguousarray(ind), w, np.dtype(dtype))
-    del w
-    ncomp, _ = components(K)   # over K's own arrays: scipy's csgraph copies K to float64 and transposes it
-    if ncomp > 1:
-        # which is to blame: the neighbour lists themselves, or weights that underflow to 0 for this γ
-        rows = np.repeat(np.arange(n), ind.shape[1])
-        A = sp.csr_matrix((np.ones(ind.size), (rows, ind.ravel())), shape=(n, n))
-        ngraph, _ = connected_components(A, directed=False)
-        d2 = float(np.median(dist[:, 1:] ** 2)) if dist.shape[1] > 1 else float("nan")
-        if ncomp > ngraph:
-            cause = (f"exp(-d^2/gamma) underflows to 0 on kNN edges: gamma={gamma:g} is too small for the "
-                     f"median squared kNN distance {d2:.3g} (the neighbour lists alone give {ngraph}); raise gamma")
-        else:
-            cause = "the neighbour lists themselves are disconnected; raise n_neighbors"
-        warnings.warn(f"kNN graph (k={n_neighbors}) has {ncomp} connected components: {cause}; clustering goes "
-                      "on, each component adds an eigenvalue at the top of the spectrum",
-                      RuntimeWarning, stacklevel=2)
-    return (K, float(gamma)) if return_gamma else K
+    gaussian_weights(np.ravel(dist), float(gamma), w)
+    return w, float(gamma)

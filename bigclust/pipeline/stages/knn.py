@@ -34,6 +34,7 @@ those of :func:`bigclust.algo.knn.ivf_rows.knn_ivf_rows_lists`.
 """
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 
@@ -162,7 +163,8 @@ def _rows_pass_task(Xs, source, p0, p1, k, n_probe, work, r):
     from bigclust.algo.knn import ivf_rows
 
     if r == 0:
-        ind, d2 = ivf_rows.fill_missing(Xs, *ivf_rows.search_rows(Xs, source, k - 1, p0, p1, n_probe), p0)
+        part = ivf_rows.Partition(*source) if isinstance(source, tuple) else source   # arrays loaded from work
+        ind, d2 = ivf_rows.fill_missing(Xs, *ivf_rows.search_rows(Xs, part, k - 1, p0, p1, n_probe), p0)
     else:
         ind, d2 = ivf_rows.refine_rows(Xs, source, p0, p1)
     g = zarr.open_group(str(work), mode="r+")
@@ -170,35 +172,62 @@ def _rows_pass_task(Xs, source, p0, p1, k, n_probe, work, r):
     g[f"d{r}"][p0:p1] = d2
 
 
-def _ivf_rows(X, g, work, ivf, k, c, client, log):
-    """The passes of ``knn = "ivf-rows"``: partition once, X put in cell order in place, then pass 0
-    (probed cells) and the refine passes in resumable chunks.  Returns ``(order, chunks, computed)``."""
+def _ivf_rows(box, g, work, ivf, k, c, client, log):
+    """The passes of ``knn = "ivf-rows"``: partition once, the rows put in cell order, then pass 0 (probed
+    cells) and the refine passes in resumable chunks.  Returns ``(order, chunks, computed)``.
+
+    ``box``: ``[X]``, this function's to empty.  Here X is sorted in place and passed to the chunks; on a
+    cluster the sorted rows are written to the scratch group once (``xs``, before its marker ``sorted``) and
+    X is let go: every worker loads them (:class:`~bigclust.pipeline.resumable.Stored`), so the driver holds
+    neither them nor the serialisation buffers of sending them (mnist-8m: 1.62 GB each).
+    """
     from bigclust.algo.knn import ivf_rows
 
+    X = box.pop()
+    names = ("cent", "graph", "order", "off")
     if not (work / "partition").exists():
         t0 = time.perf_counter()
         part = ivf_rows.partition(X, ivf["cells"], random_state=ivf["seed"])
-        for name in ("cent", "graph", "order", "off"):
+        for name in names:
             a = getattr(part, name)
             g.create_array(name, shape=a.shape, dtype=a.dtype, overwrite=True)[...] = a
         resumable.mark(work, "partition", f"{time.perf_counter() - t0:.3f}", folder="")
         log(f"  kNN (ivf-rows): {part.cent.shape[0]} cells, {ivf['probe']} probed per row, {ivf['refine']} "
             f"refine pass(es); partition {time.perf_counter() - t0:.1f} s")
-    part = ivf_rows.Partition(*(np.asarray(g[name][...]) for name in ("cent", "graph", "order", "off")))
-    ivf_rows.sort_rows(X, part)  # X is this stage's own copy: cell order without a second 4 n d bytes
-    chunks = resumable.chunk_bounds(X.shape[0], c)
+    part = ivf_rows.Partition(*(np.asarray(g[name][...]) for name in names))
+    if client is None:
+        ivf_rows.sort_rows(X, part)  # X is this stage's own copy: cell order without a second 4 n d bytes
+        xs = X
+    else:
+        if not (work / "sorted").exists():
+            ivf_rows.sort_rows(X, part)
+            g.create_array("xs", shape=X.shape, dtype=X.dtype, chunks=(c, X.shape[1]), overwrite=True)[...] = X
+            resumable.mark(work, "sorted", "", folder="")
+        xs, part = resumable.Stored(work, "xs"), (*(resumable.Stored(work, name) for name in names),)
+    del X
+    chunks = resumable.chunk_bounds(g["order"].shape[0], c)
     computed, total = [], 0
-    for r in range(ivf["refine"] + 1):
-        # int32 positions: half the bytes shipped to every worker (8.1M x 9 lists: 290 MB)
-        source = part if r == 0 else np.asarray(g[f"nbr{r - 1}"][...]).astype(np.int32)
-        done = resumable.run_chunks(work, chunks, _rows_pass_task,
-                                    lambda i, a, b, r=r: (a, b, k, ivf["probe"], str(work), r),
-                                    shared=(X, source), prefix=f"p{r}_", client=client, log=log,
-                                    title=f"kNN pass {r}: {len(chunks)} chunks of {c} rows", what=f"kNN pass {r} chunk")
-        computed += [total + i for i in done]
-        total += len(chunks)
-        del source
-    return part.order, total, computed
+    try:
+        for r in range(ivf["refine"] + 1):
+            if r == 0:
+                source = part
+            elif client is None:   # int32 positions: half the bytes of the lists
+                source = np.asarray(g[f"nbr{r - 1}"][...]).astype(np.int32)
+            else:
+                source = resumable.Stored(work, f"nbr{r - 1}", np.int32)
+            done = resumable.run_chunks(work, chunks, _rows_pass_task,
+                                        lambda i, a, b, r=r: (a, b, k, ivf["probe"], str(work), r),
+                                        shared=(xs, source), prefix=f"p{r}_", client=client, log=log,
+                                        title=f"kNN pass {r}: {len(chunks)} chunks of {c} rows",
+                                        what=f"kNN pass {r} chunk")
+            computed += [total + i for i in done]
+            total += len(chunks)
+            del source
+    finally:
+        if client is not None:   # the rows the workers loaded: their memory back for the stages after
+            with contextlib.suppress(Exception):   # a lost cluster has nothing to free; its error is the one said
+                client.run(resumable.forget_stored)
+    return np.asarray(g["order"][...]), total, computed
 
 
 def _rows_lists(g, order, last, k, c):
@@ -286,11 +315,12 @@ def knn_chunked(store_path, key, attrs, p, *, client=None, log=resumable.say, **
     g = open_work(work, n, k, c, ivf)
     t0 = time.perf_counter()
     if p.search == "ivf-rows":
-        order, n_chunks, computed = _ivf_rows(X, g, work, ivf, k, c, client, log)
-        del X  # before the (n, k) lists and the kernel are built: at 8.1M x 50 it is 1.6 GB
+        box = [X]
+        del X   # _ivf_rows holds the only reference: X goes before the passes on a cluster (1.6 GB at 8.1M x 50)
+        order, n_chunks, computed = _ivf_rows(box, g, work, ivf, k, c, client, log)
         search_seconds = time.perf_counter() - t0
-        ind, dist = _rows_lists(g, order, ivf["refine"], k, c)
-        return _commit(store, key, attrs, p, ind, dist, c, n_chunks, computed, search_seconds, work, shape)
+        return _commit(store, key, attrs, p, list(_rows_lists(g, order, ivf["refine"], k, c)), c, n_chunks,
+                       computed, search_seconds, work, shape)
     if ivf is None:
         chunks = resumable.chunk_bounds(n, c)
         task, shared, args_of = _rows_task, (X,), lambda i, r0, r1: (r0, r1, k, str(work))
@@ -309,19 +339,33 @@ def knn_chunked(store_path, key, attrs, p, *, client=None, log=resumable.say, **
         for i, _, _ in chunks:
             rows = g[f"part{i}_rows"][...]
             ind[rows], dist[rows] = g[f"part{i}_ind"][...], g[f"part{i}_dist"][...]
-    _commit(store, key, attrs, p, ind, dist, c, len(chunks), computed, search_seconds, work, shape)
+    lists = [ind, dist]
+    del ind, dist
+    _commit(store, key, attrs, p, lists, c, len(chunks), computed, search_seconds, work, shape)
 
 
-def _commit(store, key, attrs, p, ind, dist, c, n_chunks, computed, search_seconds, work, shape):
-    """The kernel of the neighbour lists, committed with them; the scratch folder removed."""
-    from bigclust.algo.affinity import kernel_from_neighbors
+def _commit(store, key, attrs, p, lists, c, n_chunks, computed, search_seconds, work, shape):
+    """The kernel of the neighbour lists, committed with them; the scratch folder removed.
 
+    ``lists``: ``[ind, dist]``, this function's to empty.  The lists are written first and each goes as soon as
+    the kernel's build no longer needs it (the distances once weighed, the int64 indices once narrowed):
+    8.1M rows x 10 neighbours hold 1.3 GB of lists beside the build's 2.6 GB.
+    """
+    from bigclust.algo.affinity import kernel_from_weights, knn_weights
+
+    dist = lists.pop()
+    ind = lists.pop()
     k = ind.shape[1]
-    K, gamma = kernel_from_neighbors(ind, dist, k, p.gamma, dtype=np.dtype(p.dtype), return_gamma=True)
     with store.write("affinity", key, attrs) as out:
-        write_csr(out, "K", K)
         write_dense(out, "neighbors", ind, chunk_rows=c)
         write_dense(out, "distances", dist, chunk_rows=c)
+        w, gamma = knn_weights(dist, k, p.gamma)
+        del dist
+        if ind.shape[0] < 2**31:
+            ind = ind.astype(np.int32)
+        K = kernel_from_weights(ind, w, k, gamma, dtype=np.dtype(p.dtype), distances=lambda: out["distances"][...])
+        del ind, w
+        write_csr(out, "K", K)
         rule = knn_rule(p, *shape)
         if rule is not None:
             out.attrs["knn_rule"] = rule
