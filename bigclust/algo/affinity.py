@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bigclust._util.errors import UserError
-from bigclust.algo._knn_symmetric import kernel_from_weights  # noqa: F401 (a public name of this module)
+from bigclust.algo._knn_symmetric import kernel_from_weights, knn_pairs  # noqa: F401 (public names here)
 
 DENSE_KINDS = ("gaussian", "linear", "cosine", "cosine2")
 
@@ -461,7 +461,8 @@ def kernel_from_neighbors(ind, dist, n_neighbors, gamma, *, dtype=np.float64, re
         The width used (only with ``return_gamma=True``).
     """
     w, gamma = knn_weights(dist, n_neighbors, gamma)
-    K = kernel_from_weights(ind, w, n_neighbors, gamma, dtype=dtype, distances=lambda: dist)
+    K = kernel_from_weights(knn_pairs(np.ascontiguousarray(ind)), w, n_neighbors, gamma, dtype=dtype,
+                            neighbors=lambda: ind, distances=lambda: dist)
     return (K, gamma) if return_gamma else K
 
 

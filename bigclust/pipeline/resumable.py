@@ -23,6 +23,7 @@ or as tasks on a ``dask.distributed`` client, and says how far it got.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -129,6 +130,18 @@ def forget_stored():
     """Let this process's loaded :class:`Stored` arrays go."""
     with _LOADING:
         _LOADED.clear()
+    release_heap()
+
+
+def release_heap():
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere nothing).
+
+    Many small allocations freed (a cluster's bookkeeping of thousands of tasks, in the driver that hosts the
+    scheduler) leave their pages in the process's heap, counted in its memory until the heap is trimmed."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _stored(x):
