@@ -144,14 +144,15 @@ def release_heap():
             ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-def _stored(x):
-    return isinstance(x, Stored) or (isinstance(x, tuple) and any(isinstance(v, Stored) for v in x))
+def _stored_in(x):
+    """The :class:`Stored` arrays of a shared input (one, or a tuple of inputs)."""
+    return [v for v in (x if isinstance(x, tuple) else (x,)) if isinstance(v, Stored)]
 
 
 def _resolve(x):
     """A shared input as the chunk's function takes it: :class:`Stored` (alone or in a tuple) loaded."""
-    if isinstance(x, tuple) and _stored(x):
-        return tuple(_resolve(v) for v in x)
+    if isinstance(x, tuple):
+        return tuple(_resolve(v) for v in x) if _stored_in(x) else x
     if not isinstance(x, Stored):
         return x
     if x.key() not in _LOADED:
@@ -165,8 +166,7 @@ def _resolve(x):
 def _run_chunk(fn, work, name, a, b, *args):
     """One chunk (here or on a worker): ``fn(*args)`` writes its data, then its marker; returns seconds."""
     t0 = time.perf_counter()
-    named = {v.key() for x in args if _stored(x) for v in (x if isinstance(x, tuple) else (x,))
-             if isinstance(v, Stored)}
+    named = {v.key() for x in args for v in _stored_in(x)}
     with _LOADING:
         for key in set(_LOADED) - named:   # an earlier pass's inputs go before this one's are loaded
             del _LOADED[key]
@@ -205,7 +205,7 @@ def run_chunks(work, chunks, fn, args_of, *, shared=(), prefix: str = "", client
     if client is not None and todo:
         from distributed import wait
 
-        sent = [x if _stored(x) else client.scatter(x, broadcast=True, hash=False) for x in shared]
+        sent = [x if _stored_in(x) else client.scatter(x, broadcast=True, hash=False) for x in shared]
         window = len(todo) if max_in_flight is None else max_in_flight * max(1, len(client.scheduler_info()["workers"]))
         pending = {}
         while todo or pending:

@@ -194,13 +194,14 @@ def _ivf_rows(box, g, work, ivf, k, c, client, log):
         resumable.mark(work, "partition", f"{time.perf_counter() - t0:.3f}", folder="")
         log(f"  kNN (ivf-rows): {part.cent.shape[0]} cells, {ivf['probe']} probed per row, {ivf['refine']} "
             f"refine pass(es); partition {time.perf_counter() - t0:.1f} s")
-    part = ivf_rows.Partition(*(np.asarray(g[name][...]) for name in names))
+    order = None   # the cell order, for the return; on a cluster read after the passes, not held through them
     if client is None:
+        part = ivf_rows.Partition(*(np.asarray(g[name][...]) for name in names))
         ivf_rows.sort_rows(X, part)  # X is this stage's own copy: cell order without a second 4 n d bytes
-        xs = X
+        xs, order = X, part.order
     else:
-        if not (work / "sorted").exists():
-            ivf_rows.sort_rows(X, part)
+        if not (work / "sorted").exists():   # a resume past the marker needs neither X nor the partition here
+            ivf_rows.sort_rows(X, ivf_rows.Partition(*(np.asarray(g[name][...]) for name in names)))
             g.create_array("xs", shape=X.shape, dtype=X.dtype, chunks=(c, X.shape[1]), overwrite=True)[...] = X
             resumable.mark(work, "sorted", "", folder="")
         xs, part = resumable.Stored(work, "xs"), (*(resumable.Stored(work, name) for name in names),)
@@ -228,7 +229,7 @@ def _ivf_rows(box, g, work, ivf, k, c, client, log):
             with contextlib.suppress(Exception):   # a lost cluster has nothing to free; its error is the one said
                 client.run(resumable.forget_stored)
         resumable.release_heap()   # the scheduler's bookkeeping of the passes' tasks (8.1M rows: 0.83 GB)
-    return np.asarray(g["order"][...]), total, computed
+    return (np.asarray(g["order"][...]) if order is None else order), total, computed
 
 
 def _rows_lists(g, order, last, k, c):
