@@ -1,4 +1,6 @@
 """The same pipeline on a real dask.distributed cluster gives the local run's labels."""
+import os
+
 import numpy as np
 import pytest
 
@@ -175,3 +177,54 @@ def test_units_of_one_point_run_at_once_on_a_cluster_and_share_its_affinity(tmp_
     assert err.count("affinity   ") == 2 and err.count(": running") == 3 + 3 * 2   # ingest, preprocess, affinity once
     assert [r["method"] for r in dist] == [r["method"] for r in local] == ["ra", "ncut", "sk"]
     assert [r["acc_avg"] for r in dist] == [r["acc_avg"] for r in local]
+
+
+def _threads_beside():
+    """A stage that says its Numba threads once the other stage has started, then once it is alone (made here:
+    sent by value, the workers cannot import this module)."""
+    def threads(marks, me, other):
+        import os
+        import pathlib
+        import time
+
+        import numba
+
+        from bigclust._util.jit import follow_share
+        marks = pathlib.Path(marks)
+        (marks / me).write_text("started")
+        deadline = time.monotonic() + 60
+        while not (marks / other).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        follow_share()
+        beside = numba.get_num_threads()
+        (marks / f"{me}-said").write_text("")
+        if me == "b":   # the other ends first: then the cores it gave back come to this one at its next step
+            while not (marks / "a-said").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            want = min(len(os.sched_getaffinity(0)), numba.config.NUMBA_NUM_THREADS)
+            while numba.get_num_threads() != want and time.monotonic() < deadline:
+                time.sleep(0.05)
+                follow_share()
+        return beside, numba.get_num_threads()
+    return threads
+
+
+def test_stages_side_by_side_share_the_cores_and_the_last_takes_them_back(tmp_path):
+    # two solves on two workers of a 2-core host ran 4 Numba threads: each gets cores // 2 while both run
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numba
+
+    from bigclust.pipeline.scheduler import _submit
+    cores = min(len(os.sched_getaffinity(0)), numba.config.NUMBA_NUM_THREADS)
+    stage = _threads_beside()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client, \
+            ThreadPoolExecutor(2) as pool:
+        a = pool.submit(_submit, client, stage, str(tmp_path), "a", "b")
+        b = pool.submit(_submit, client, stage, str(tmp_path), "b", "a")
+        (a_beside, _), (b_beside, b_alone) = a.result(), b.result()
+        after = client.submit(numba.get_num_threads, pure=False).result()   # the worker thread's count put back
+    assert a_beside == b_beside == max(1, cores // 2)
+    assert b_alone == cores
+    assert after == numba.config.NUMBA_NUM_THREADS

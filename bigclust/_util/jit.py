@@ -6,6 +6,7 @@ the second process start does not pay compilation again.
 """
 import os
 
+import numba
 from numba import njit as _njit
 
 CACHE = os.environ.get("BIGCLUST_NUMBA_CACHE", "1") not in ("0", "false", "no")
@@ -62,3 +63,25 @@ def _prefetch_intrinsic():
 
 
 prefetch_row = _prefetch_intrinsic()
+
+
+#: Numba threads of this process's parallel kernels, set on every worker of a cluster by the driver that
+#: runs stages on it (``_Stages`` of :mod:`bigclust.pipeline.scheduler`); 0: Numba's own count, all cores
+_SHARE = [0]
+
+
+def share_threads(n: int) -> None:
+    """This process's kernels run on ``n`` threads from their next :func:`follow_share` on (0: all cores)."""
+    _SHARE[0] = int(n)
+
+
+def follow_share() -> None:
+    """The calling thread's Numba threads set to this process's share (:func:`share_threads`), if one is set.
+
+    Numba's thread count belongs to the thread that launches a parallel kernel: a long solve calls this
+    between its steps, so it takes the cores a stage beside it gave back."""
+    n = _SHARE[0]
+    if n > 0:
+        n = min(n, numba.config.NUMBA_NUM_THREADS)
+        if numba.get_num_threads() != n:
+            numba.set_num_threads(n)

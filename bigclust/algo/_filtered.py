@@ -25,6 +25,8 @@ import mmap
 
 import numpy as np
 
+from bigclust._util.jit import follow_share
+
 #: rows from which ``eigsh`` runs on the filtered operator (the threshold of the breadth-first renumbering,
 #: :data:`bigclust.algo.spectral.REORDER_MIN_ROWS`: below it ARPACK's own work is small and the committed
 #: results of smaller graphs keep their bits)
@@ -105,6 +107,7 @@ def lean_eigsh(op, k: int, v0, tol: float, maxiter: int):
     basis = mmap.mmap(-1, params.v.nbytes)   # anonymous memory: the columns past the k kept go back to the OS
     params.v = np.frombuffer(basis, dtype=np.float64).reshape(params.v.shape)
     while not params.converged:
+        follow_share()   # on a cluster: the cores a stage beside this one gave back
         params.iterate()
     params.arpack_dict["info"] = 0
     d = np.zeros(k)
