@@ -308,7 +308,9 @@ def n_distinct_rows(node) -> tuple[int, int]:
         # rows equal to float32 rounding (e.g. equal up to scale, then L2-normalised) are one row
         if n and dev <= 1e-6 * max(float(np.abs(ref).max(initial=0.0)), np.finfo(np.float32).tiny):
             return 1, int(n)
-    return int(np.unique(np.concatenate(hashes)).size), int(n)
+    # counted over a sort: np.unique of 8.1M distinct uint64 takes 9 s (numpy 2.4's hash table), a sort 0.5 s
+    h = np.sort(np.concatenate(hashes))
+    return (1 + int(np.count_nonzero(h[1:] != h[:-1])) if h.size else 0), int(n)
 
 
 def _no_labels(cfg) -> str:

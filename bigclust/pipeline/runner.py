@@ -54,6 +54,7 @@ class Runner:
         self.chains: dict[tuple[str, str], list] = {}  # final stage instance -> every instance of its chain
         self.planned: dict[tuple[str, str], dict] = {}   # dropped instances met while planning (attrs only)
         self._distinct = {}
+        self._distinct_lock = threading.Lock()   # method units side by side count a data set's rows once
         self.dropped = [0, 0]       # instances dropped during the run and bytes freed ([store] keep = "results")
         self.dry = False            # plan only: keys of instances in the store, nothing run (Missing otherwise)
         self.reuse_dropped = False  # a dropped instance counts as finished (everything after it is)
@@ -146,9 +147,10 @@ class Runner:
 
     def _check_distinct(self, pre_key, k):
         """Refuse data with fewer distinct (preprocessed) rows than clusters; warn when most rows are repeats."""
-        if pre_key not in self._distinct:
-            self._distinct[pre_key] = n_distinct_rows(self.store.open("preprocess", pre_key)["X"])
-        m, n = self._distinct[pre_key]
+        with self._distinct_lock:
+            if pre_key not in self._distinct:
+                self._distinct[pre_key] = n_distinct_rows(self.store.open("preprocess", pre_key)["X"])
+            m, n = self._distinct[pre_key]
         what = "all rows are the same" if m == 1 else f"only {m} of the {n} rows are distinct"
         if self.source is not None:          # an estimator's array: its words, not the config's
             where, why, scale = "X", f"n_clusters={k}", "rows equal up to scale count as equal under l2_normalize"
