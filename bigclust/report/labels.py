@@ -25,6 +25,7 @@ import numpy as np
 from bigclust._util.errors import UserError
 from bigclust._util.text import short
 from bigclust.pipeline import methods
+from bigclust.report._csv_numba import rows_bytes
 
 #: at most this many points (a seeded sample) enter the silhouette of a label-free run
 SILHOUETTE_SAMPLE = 5000
@@ -214,16 +215,12 @@ def atomic_write(dest: Path, data: str | bytes, tmp_dir: Path | None = None):
 
 def labels_csv(pk: Pick) -> str:
     """``index,label[,class]``: one row per point, in the data's row order."""
-    buf = io.StringIO()
     if pk.y is None:
-        buf.write("index,label\n")
-        buf.writelines(f"{i},{c}\n" for i, c in enumerate(pk.labels.tolist()))
-    else:
-        names_ = pk.class_names
-        cls = [names_[c] if 0 <= c < len(names_) else c for c in pk.y.tolist()] if names_ else pk.y.tolist()
-        buf.write("index,label,class\n")
-        buf.writelines(f"{i},{c},{_csv_cell(k)}\n" for i, (c, k) in enumerate(zip(pk.labels.tolist(), cls)))
-    return buf.getvalue()
+        return "index,label\n" + rows_bytes(pk.labels).decode()
+    names_ = pk.class_names
+    values, cell_of = np.unique(np.asarray(pk.y), return_inverse=True)   # a cell per class, not per row
+    texts = [_csv_cell(names_[c] if names_ and 0 <= c < len(names_) else c) for c in values.tolist()]
+    return "index,label,class\n" + rows_bytes(pk.labels, cell_of.ravel(), texts).decode()
 
 
 def _csv_cell(v) -> str:
