@@ -194,14 +194,18 @@ def _ivf_rows(box, g, work, ivf, k, c, client, log):
         resumable.mark(work, "partition", f"{time.perf_counter() - t0:.3f}", folder="")
         log(f"  kNN (ivf-rows): {part.cent.shape[0]} cells, {ivf['probe']} probed per row, {ivf['refine']} "
             f"refine pass(es); partition {time.perf_counter() - t0:.1f} s")
+
+    def stored_partition():
+        return ivf_rows.Partition(*(np.asarray(g[name][...]) for name in names))
+
     order = None   # the cell order, for the return; on a cluster read after the passes, not held through them
     if client is None:
-        part = ivf_rows.Partition(*(np.asarray(g[name][...]) for name in names))
+        part = stored_partition()
         ivf_rows.sort_rows(X, part)  # X is this stage's own copy: cell order without a second 4 n d bytes
         xs, order = X, part.order
     else:
         if not (work / "sorted").exists():   # a resume past the marker needs neither X nor the partition here
-            ivf_rows.sort_rows(X, ivf_rows.Partition(*(np.asarray(g[name][...]) for name in names)))
+            ivf_rows.sort_rows(X, stored_partition())
             g.create_array("xs", shape=X.shape, dtype=X.dtype, chunks=(c, X.shape[1]), overwrite=True)[...] = X
             resumable.mark(work, "sorted", "", folder="")
         xs, part = resumable.Stored(work, "xs"), (*(resumable.Stored(work, name) for name in names),)
