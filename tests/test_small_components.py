@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from bigclust.algo.small_components import drop_rows, extend, small_component_rows
 
 
-def test_rows_of_components_below_the_fraction_only_with_more_components_than_eigenvectors():
+def test_rows_of_components_below_the_fraction_with_any_number_of_components():
     sizes = [500, 300, 4, 1, 2, 190, 3]                      # n = 1000
     labels = np.repeat(np.arange(len(sizes)), sizes)
     rng = np.random.default_rng(0)
@@ -20,7 +20,9 @@ def test_rows_of_components_below_the_fraction_only_with_more_components_than_ei
     assert small_component_rows(labels, len(sizes), 3, 0.02).size == 4 + 1 + 2 + 3   # 6.67: the 4 too
     assert small_component_rows(labels, len(sizes), 6, 0.5).size == 10    # 83.3 rows; 7 components > k = 6
     assert small_component_rows(labels, len(sizes), 6, 0.0).size == 0     # 0: off
-    assert small_component_rows(labels, len(sizes), 7, 0.5).size == 0     # at most k: each gets its eigenvector
+    # at most k components: a small one would still take an eigenvector of the k (and a cluster) for itself
+    assert small_component_rows(labels, len(sizes), 7, 0.5).size == 10    # 71.4 rows: the 4, 1, 2 and 3
+    np.testing.assert_array_equal(small_component_rows(labels, len(sizes), 7, 0.01), np.flatnonzero(labels == 3))
     # every component small: nothing would be left to embed, so none is set aside
     assert small_component_rows(np.arange(10), 10, 2, 0.9).size == 0
 
@@ -120,14 +122,13 @@ def _blobs(n=1500, seed=0):
     return X, y
 
 
-@pytest.fixture
-def split_normaliser(monkeypatch):
-    """BBS-dual with 20 single rows (not the blobs' cores) cut off as components with eigenvalue 1, as the
-    exact BBS leaves them: each a stochastic 1 x 1 block."""
+def _cut_normaliser(monkeypatch, n_cut):
+    """BBS-dual with ``n_cut`` single rows (not the blobs' cores) cut off as components with eigenvalue 1, as
+    the exact BBS leaves them: each a stochastic 1 x 1 block."""
     from bigclust.pipeline import methods
 
     bbs = methods.get("bbs")
-    cut = np.random.default_rng(5).choice(1500, 20, replace=False)
+    cut = np.random.default_rng(5).choice(1500, n_cut, replace=False)
 
     def normalize(K, p, y):
         P, info = bbs.normalize(K, p, y)
@@ -141,6 +142,11 @@ def split_normaliser(monkeypatch):
 
     monkeypatch.setitem(methods.REGISTRY, "bbs", dataclasses.replace(bbs, normalize=normalize))
     return cut
+
+
+@pytest.fixture
+def split_normaliser(monkeypatch):
+    return _cut_normaliser(monkeypatch, 20)
 
 
 def test_the_estimator_sets_small_components_aside_and_labels_their_rows(split_normaliser):
@@ -167,6 +173,30 @@ def test_the_estimator_sets_small_components_aside_and_labels_their_rows(split_n
     # the rows set aside are labelled by their neighbourhood: as their blob, nearly all
     assert np.mean(_mapped(y, on.labels_)[split_normaliser] == y[split_normaliser]) >= 0.9
     np.testing.assert_allclose(np.linalg.norm(on.embedding_, axis=1), 1.0, rtol=1e-10)
+
+
+def test_a_small_component_takes_no_eigenvector_with_at_most_k_components(monkeypatch):
+    """Two single rows cut off, 3 components for k = 3: each row would take an eigenvector of value 1 and
+    leave the three blobs one; set aside, the blobs keep all three."""
+    from bigclust import SpectralClustering
+    from bigclust.metrics import accuracy
+
+    cut = _cut_normaliser(monkeypatch, 2)
+    X, y = _blobs()
+    kw = dict(n_clusters=3, affinity="knn", n_neighbors=10, normalization="bbs", random_state=0, n_init=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        off = SpectralClustering(min_component=0.0, **kw).fit(X)
+    assert accuracy(y, off.labels_) < 0.5
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        on = SpectralClustering(**kw).fit(X)
+    said = [str(x.message) for x in w if "split the affinity graph" in str(x.message)]
+    assert len(said) == 1 and "2 of them (2 rows)" in said[0] and "adds an eigenvalue" not in said[0]
+    assert on.normalization_info_["components"] == [1, 3]
+    assert on.normalization_info_["set_aside"] == [2, 2]
+    assert accuracy(y, on.labels_) > 0.95
+    assert np.all(_mapped(y, on.labels_)[cut] == y[cut])
 
 
 def _mapped(y, labels):

@@ -64,10 +64,9 @@ class SpectralClustering(PipelineEstimator):
         Eigensolver of the embedding; ``"auto"`` chooses by size and sparsity (on a sparse graph of 131 072
         rows or more, ARPACK on a Chebyshev filter of P); ``"arpack"`` as ``"auto"`` without the filter.
     min_component : float, default=0.01
-        When normalisation splits the graph into more components than ``n_clusters``, components below
-        this fraction of ``n_samples / n_clusters`` rows get no eigenvector (each component would take one
-        at the top of the spectrum) and their rows the mean embedding of their kernel neighbours; 0
-        turns it off.
+        When normalisation splits the graph, components below this fraction of ``n_samples / n_clusters``
+        rows get no eigenvector (each component would take one at the top of the spectrum) and their rows
+        the mean embedding of their kernel neighbours; 0 turns it off.
     random_state : int, RandomState or None, default=None
         Seeds the k-means restarts (and the samples of the median rule and of approximate kNN).
     max_memory : str or int, default="4GB"
