@@ -109,9 +109,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "embed": {
         "n_components": Key(int, 0, lambda v: v == 0 or v >= 1, "0 (= number of clusters) or >= 1"),
         "eigensolver": choice_key("auto", "arpack", "eigh", "eigsh", "lobpcg", "amg"),
-        # with more components than eigenvectors after normalisation, components below this fraction of
-        # n / n_components rows get no eigenvector: their rows take their kernel neighbours' embedding
-        # (bigclust.algo.small_components).  0: every component competes for the eigenvectors
+        # components of the normalised graph below this fraction of n / n_components rows get no
+        # eigenvector: their rows take their kernel neighbours' embedding (bigclust.algo.small_components).
+        # 0: every component competes for the eigenvectors
         "min_component": Key(float, 0.01, lambda v: 0 <= v < 1, ">= 0 and < 1", added=True),
     },
     "cluster": {
