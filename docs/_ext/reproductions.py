@@ -235,7 +235,8 @@ class ReproductionTable(SphinxDirective):
 
     def _scale(self, d):
         n = d["n"]
-        head = ["stage"] + [f"{x // 1000}k" if x < 10**6 else f"{x // 10**6}M" for x in n] + ["slope"]
+        # 8 100 000 rows is "8.1M", not "8M"
+        head = ["stage"] + [f"{x // 1000}k" if x < 10**6 else f"{x / 10**6:g}M" for x in n] + ["slope"]
         rows = [[STAGES[s]] + [f"{v:.1f}" for v in d["seconds"][s]] + [f"{d['slopes'][s]:.2f}"]
                 for s in STAGES if s in d["seconds"]]
         rows.append(["total"] + [f"{v:.1f}" for v in d["total_seconds"]] + [""])
