@@ -3,7 +3,8 @@
 The check shares a canonical K; the self-loop support's own copy of the values
 becomes G's; G's indices reuse the dual's active-set buffer; the class sums of
 the history need no nnz-long float64 array; the embed stage's renumbered K is
-canonical (so the check shares it) and the dual does not renumber it again.
+canonical (so the check shares it) and the dual does not renumber it again;
+``copy=False`` zeroes K's diagonal in place for the solve instead of copying K's values.
 The ``_old_*`` functions below are the code these replaced: every solver must
 give their bits.
 """
@@ -15,7 +16,7 @@ import pytest
 import scipy.sparse as sp
 
 from bigclust.algo import spectral
-from bigclust.normalize import _bbs, _bbs_sparse, _csr_numba, _newton, bbs, checks, plugin
+from bigclust.normalize import _bbs, _bbs_dense, _bbs_sparse, _csr_numba, _newton, bbs, checks, plugin
 from bigclust.pipeline.methods import get
 
 from test_bbs_dual_scale import components_graph, hub_graph, knn_graph
@@ -85,6 +86,15 @@ def _old_loop(evaluate, jacobian, mu, tol, max_iter, hist, class_sums, bar):
         bar.update(1)
 
 
+class _NoBar:
+    def update(self, _):
+        pass
+
+
+def _old_newton(evaluate, jacobian, mu, tol, max_iter, hist, class_sums):
+    return _old_loop(evaluate, jacobian, mu, tol, max_iter, hist, class_sums, _NoBar())
+
+
 @contextlib.contextmanager
 def _old_code(monkeypatch):
     with monkeypatch.context() as m:
@@ -95,7 +105,8 @@ def _old_code(monkeypatch):
         m.setattr(_bbs_sparse, "_finish", _old_finish)
         m.setattr(_bbs_sparse, "_local_order", _old_local_order)
         m.setattr(_bbs_sparse.Support, "dual_class_sums", _old_dual_class_sums)
-        m.setattr(_newton, "_loop", _old_loop)
+        m.setattr(_bbs_sparse, "newton", _old_newton)
+        m.setattr(_bbs_dense, "newton", _old_newton)
         yield
 
 
@@ -162,6 +173,10 @@ def test_dual_bits_against_the_previous_code(name, reorder, monkeypatch):
             _same(a, b)
         G = new[0]
         assert not np.shares_memory(G.data, K.data) and not np.shares_memory(G.indices, K.indices)
+        if self_loops == "zero":   # K's diagonal zeroed in place for the solve instead of copied: the same bits
+            _assert_same_result(_run(K, copy=False, **kw), old)
+            for a, b in zip(before, _snapshot(K)):   # and put back
+                _same(a, b)
 
 
 @pytest.mark.parametrize("name", ["knn32", "zeros64-int64", "dups64", "hubs"])
@@ -287,3 +302,26 @@ def test_renumbered_kernel_is_canonical_and_checked_without_a_copy(monkeypatch):
     Ks = [D]
     plugin._renumber(Ks, [1], get("sk"), None)
     assert not sp.csr_matrix((Ks[0].data, Ks[0].indices, Ks[0].indptr), shape=D.shape).has_canonical_format
+
+
+def test_copy_false_zeroes_the_diagonal_in_place_and_puts_it_back(monkeypatch):
+    """``copy=False`` (the embed stage's): no copy of K's values during the Newton steps, K as it was after --
+    also after an error, and a read-only K is copied as before."""
+    K = _graph(20000, 8, np.float32, np.int32, 9)   # few entries a row: the n-vectors do not hide a copy of K
+    assert np.count_nonzero(K.diagonal()) > 0
+    bbs(K, tol=1e-6, copy=False)  # compile first
+    copied = _peak_bytes(lambda: bbs(K, tol=1e-6))
+    in_place = _peak_bytes(lambda: bbs(K, tol=1e-6, copy=False))
+    assert in_place <= copied - 0.5 * K.data.nbytes   # a copy of K's values would make them equal
+    before = _snapshot(K)
+
+    def stop(*a, **kw):
+        raise RuntimeError("stopped mid-solve")
+    with monkeypatch.context() as m:
+        m.setattr(_bbs_sparse, "dual", stop)
+        with pytest.raises(RuntimeError):
+            bbs(K, copy=False)
+    for a, b in zip(before, _snapshot(K)):
+        _same(a, b)
+    K.data.flags.writeable = False
+    _assert_same_result(_run(K, tol=1e-6, copy=False), _run(K, tol=1e-6))

@@ -194,7 +194,7 @@ def _by_component(P, k, random_state, order=None, filtered=True):
         np.minimum.at(first, lab_m, np.arange(n))
         lab = inverse(np.argsort(first, kind="stable"))[lab_m]
         del lab_m   # n-vectors are 65 MB each at 8.1M rows: none kept that the solves do not read
-    byc = np.argsort(lab, kind="stable")   # M's rows, component after component
+    byc = np.argsort(lab, kind="stable").astype(P.indices.dtype, copy=False)   # M's rows, component after component
     rows_p = byc if order is None else inverse(order)[byc]   # where they are in P
     off = np.concatenate([[0], np.cumsum(np.bincount(lab, minlength=ncomp))])
     pos = np.empty(n, dtype=P.indices.dtype)   # P's column -> its place in its block
@@ -272,9 +272,9 @@ def _block_eigsh(P, rows, pos, k, random_state, filtered=True):
     srt = np.sort(rows)
     pos[srt] = np.arange(m, dtype=pos.dtype)
     back = pos[rows]   # M's place t in the block -> P's
-    full = np.zeros(P.shape[0])   # x by P's row numbers: read only on the block's rows
 
-    def matvec(x):
+    def matvec(x):   # the filter's steps do not call it: its n-vector exists during a product only
+        full = np.zeros(P.shape[0])   # x by P's row numbers: read only on the block's rows
         full[srt] = np.ravel(x)
         y = np.empty(m)
         csr_rows_matvec(P.indptr, P.indices, P.data, srt, full, y)
@@ -385,7 +385,7 @@ def local_order(P, dtype=None, sort_rows=False, unless_ordered=False):
     from bigclust.algo._spectral_numba import bfs_order
 
     Q = sp.csr_matrix(P)
-    order = bfs_order(Q.indptr, Q.indices)
+    order = bfs_order(Q.indptr, Q.indices).astype(Q.indices.dtype, copy=False)   # n-vectors are 4 bytes when they can
     if unless_ordered and np.array_equal(order, np.arange(order.size)):
         return P, None
     return permute(Q, order, dtype, sort_rows), order

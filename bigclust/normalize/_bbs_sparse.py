@@ -46,6 +46,7 @@ rises until some of them are positive (a row can never be empty).
 from __future__ import annotations
 
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -92,6 +93,20 @@ def self_loop_support(K, mode):
     return type(K)((K.data[keep], K.indices[keep], indptr), shape=K.shape)
 
 
+@contextmanager
+def zeroed_diagonal(K):
+    """K with its stored diagonal set to 0 in place (``self_loops="zero"`` without a copy of K's values), put
+    back on leaving (also after an error): K is as it was, bit for bit."""
+    stored = np.empty(K.shape[0], dtype=np.bool_)
+    value = np.empty(K.shape[0], dtype=K.data.dtype)
+    csr_kernels().csr_diagonal(K.data, K.indices, K.indptr, stored, value)
+    csr_kernels().csr_zero_diagonal(K.data, K.indices, K.indptr)
+    try:
+        yield K
+    finally:
+        csr_kernels().csr_set_diagonal(K.data, K.indices, K.indptr, stored, value)
+
+
 #: relative CG residual of the support projection that starts the dual Newton method: the start only has to
 #: be near the solution (measured on kNN kernels of 70k to 1M rows: the Newton steps do not change)
 START_RTOL = 1e-3
@@ -132,7 +147,7 @@ class Support:
         self.indptr, self.indices = K.indptr, K.indices
         _check_rows(K)
         self.diag_stored = np.empty(self.n, dtype=np.bool_)
-        self.kdiag = np.empty(self.n)
+        self.kdiag = np.empty(self.n, dtype=K.data.dtype)   # K's values (float32: half the bytes), widened where read
         csr_kernels().csr_diagonal(K.data, self.indices, self.indptr, self.diag_stored, self.kdiag)
         self.parallel = self.indices.shape[0] >= PARALLEL_MIN_NNZ
         self.n_cg = 0
@@ -178,7 +193,7 @@ class Support:
         i's active columns are ``lst[indptr[i]:indptr[i] + cnt[i]]``.
         """
         n = self.n
-        r, sq, cnt = np.empty(n), np.empty(n), np.empty(n, dtype=np.int64)
+        r, sq, cnt = np.empty(n), np.empty(n), np.empty(n, dtype=self.indptr.dtype)   # counts <= nnz
         listing = lst is not None
         lst = lst if listing else np.empty(0, dtype=self.indices.dtype)
         csr_kernels().csr_dual_eval(data, self.indices, self.indptr, mu, r, sq, cnt, lst, listing)
@@ -261,10 +276,6 @@ def dual(template, K, dt, n_iter, tol, hist, mu0=None, scratch=False):
     Kp, order = _local_order(K)
     sup = Support(Kp)
     codes = hist.codes if order is None or hist.codes is None else hist.codes[order]
-    if mu0 is None:  # the support projection of K itself, solved only as far as a Newton start needs
-        mu0 = sup.solve(1.0 - sup.row_sums(Kp.data), rtol=START_RTOL)
-    elif order is not None:
-        mu0 = np.asarray(mu0, dtype=np.float64)[order]
 
     # every evaluation lists its active set: the one that accepts a step hands it to that step's CG.  One
     # buffer serves all: newton() solves at a point before it evaluates any trial point, and the last
@@ -286,7 +297,8 @@ def dual(template, K, dt, n_iter, tol, hist, mu0=None, scratch=False):
             return x, sup.n_cg - n0
         return solve
 
-    mu, k, converged, err, n_cg = newton(evaluate, jacobian, mu0, tol, n_iter,
+    # the start passed as a temporary: newton() holds its own copy only
+    mu, k, converged, err, n_cg = newton(evaluate, jacobian, _start(sup, Kp, mu0, order), tol, n_iter,
                                          hist, lambda mu: sup.dual_class_sums(mu, codes))
     if not converged:
         warn_not_converged("sparse BBS (dual Newton)", k, err, tol)
@@ -296,6 +308,14 @@ def dual(template, K, dt, n_iter, tol, hist, mu0=None, scratch=False):
     G, info = _finish(template, K, mu, dt, "bbs/dual", sup.n_cg, scratch, lst)
     info.n_iter, info.converged, info.history = k, converged, hist.rows
     return G, info
+
+
+def _start(sup, Kp, mu0, order):
+    """The Newton start: the support projection of K itself, solved only as far as a start needs, or ``mu0``
+    (K's numbering) renumbered."""
+    if mu0 is None:
+        return sup.solve(1.0 - sup.row_sums(Kp.data), rtol=START_RTOL)
+    return mu0 if order is None else np.asarray(mu0, dtype=np.float64)[order]
 
 
 def _finish(template, K, mu, dt, method, n_cg, scratch=False, indices=None):

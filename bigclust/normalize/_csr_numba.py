@@ -45,7 +45,7 @@ def _bounds(n, c):
 # in place by the evaluation that accepted the step (csr_dual_eval).  Reading 4-byte indices and one gathered
 # vector per entry is about a third of the traffic of re-deciding activity from
 # (data, mu[j]) in every product.  Each iteration is three fused passes (product
-# and p.q; x, r, z and r.r, r.z; the new direction); the dot products are summed
+# and p.q; x, r and r.r, r.z; the new direction from z = dinv r); the dot products are summed
 # per fixed row chunk and the chunk sums added in order, so the result does not
 # depend on the number of threads and the serial twin gives the same bits.
 
@@ -66,7 +66,7 @@ def _spmv_chunk(start, stop, indices, shift, p, q, lo, hi):
 
 
 @njit(nogil=True)
-def _update_chunk(x, r, p, q, z, dinv, a, lo, hi, out, c):
+def _update_chunk(x, r, p, q, dinv, a, lo, hi, out, c):
     rr = 0.0
     rz = 0.0
     for i in range(lo, hi):
@@ -74,7 +74,6 @@ def _update_chunk(x, r, p, q, z, dinv, a, lo, hi, out, c):
         ri = r[i] - a * q[i]
         r[i] = ri
         zi = dinv[i] * ri
-        z[i] = zi
         rr += ri * ri
         rz += ri * zi
     out[0, c] = rr
@@ -96,31 +95,31 @@ def _spmv_ser(start, stop, indices, shift, p, q, part):
 
 
 @njit(parallel=True, nogil=True)
-def _update_par(x, r, p, q, z, dinv, a, parts):
+def _update_par(x, r, p, q, dinv, a, parts):
     for c in prange(_CHUNKS):
         lo, hi = _bounds(x.shape[0], c)
-        _update_chunk(x, r, p, q, z, dinv, a, lo, hi, parts, c)
+        _update_chunk(x, r, p, q, dinv, a, lo, hi, parts, c)
 
 
 @njit(nogil=True)
-def _update_ser(x, r, p, q, z, dinv, a, parts):
+def _update_ser(x, r, p, q, dinv, a, parts):
     for c in range(_CHUNKS):
         lo, hi = _bounds(x.shape[0], c)
-        _update_chunk(x, r, p, q, z, dinv, a, lo, hi, parts, c)
+        _update_chunk(x, r, p, q, dinv, a, lo, hi, parts, c)
 
 
 @njit(parallel=True, nogil=True)
-def _direction_par(p, z, beta):
+def _direction_par(p, r, dinv, beta):
     for c in prange(_CHUNKS):
         lo, hi = _bounds(p.shape[0], c)
         for i in range(lo, hi):
-            p[i] = z[i] + beta * p[i]
+            p[i] = dinv[i] * r[i] + beta * p[i]
 
 
 @njit(nogil=True)
-def _direction_ser(p, z, beta):
+def _direction_ser(p, r, dinv, beta):
     for i in range(p.shape[0]):
-        p[i] = z[i] + beta * p[i]
+        p[i] = dinv[i] * r[i] + beta * p[i]
 
 
 @njit(nogil=True)
@@ -163,9 +162,8 @@ def cg_csr(start, stop, indices, shift, b, x, dinv, rtol, maxiter, parallel):
     target = rtol * np.sqrt(_dot(b, b))
     if np.sqrt(_dot(r, r)) <= target:
         return 0, True
-    z = dinv * r
-    p = z.copy()
-    rz = _dot(r, z)
+    p = dinv * r   # the preconditioned residual z = dinv r is recomputed where it is used: one n-vector fewer
+    rz = _dot(r, p)
     for it in range(1, maxiter + 1):
         if parallel:
             _spmv_par(start, stop, indices, shift, p, q, part)
@@ -176,18 +174,18 @@ def cg_csr(start, stop, indices, shift, b, x, dinv, rtol, maxiter, parallel):
             return it, False
         a = rz / pq
         if parallel:
-            _update_par(x, r, p, q, z, dinv, a, parts)
+            _update_par(x, r, p, q, dinv, a, parts)
         else:
-            _update_ser(x, r, p, q, z, dinv, a, parts)
+            _update_ser(x, r, p, q, dinv, a, parts)
         if np.sqrt(parts[0].sum()) <= target:
             return it, True
         rz_new = parts[1].sum()
         beta = rz_new / rz
         rz = rz_new
         if parallel:
-            _direction_par(p, z, beta)
+            _direction_par(p, r, dinv, beta)
         else:
-            _direction_ser(p, z, beta)
+            _direction_ser(p, r, dinv, beta)
     return maxiter, False
 
 
@@ -347,6 +345,16 @@ def csr_zero_diagonal(data, indices, indptr):
         for k in range(indptr[i], indptr[i + 1]):
             if indices[k] == i:
                 data[k] = 0.0
+
+
+@njit(parallel=True, nogil=True)
+def csr_set_diagonal(data, indices, indptr, stored, value):
+    """Put :func:`csr_diagonal`'s ``value`` back into the stored diagonal entries of ``data`` (rows ``stored``)."""
+    for i in prange(indptr.shape[0] - 1):
+        if stored[i]:
+            for k in range(indptr[i], indptr[i + 1]):
+                if indices[k] == i:
+                    data[k] = value[i]
 
 
 # -- input check and Sinkhorn's final form (no nnz-long temporaries) ---------------

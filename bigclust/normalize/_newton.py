@@ -56,43 +56,40 @@ def newton(evaluate, jacobian, mu, tol, max_iter, hist, class_sums):
     -------
     mu, n_steps, converged, err, n_cg
     """
-    with progress.bar(None, "BBS (dual Newton)", "step") as bar:  # ~10 steps: no meaningful ETA
-        return _loop(evaluate, jacobian, mu, tol, max_iter, hist, class_sums, bar)
-
-
-def _loop(evaluate, jacobian, mu, tol, max_iter, hist, class_sums, bar):
     # the loop holds n-vectors only (the sparse solver's memory besides K: 8 bytes a row each): F overwrites
     # the row sums it comes from, the squares are kept as their sum, and a step's solve (with the
-    # Jacobian's diagonal) is dropped once it has returned -- the same numbers as keeping them all
-    mu = np.array(mu, dtype=np.float64)
-    F, sq, state = _at(evaluate, mu)
-    theta = 0.5 * sq - 2.0 * mu.sum()
-    n_cg = 0
-    k = 0
-    while True:
-        err = float(np.abs(F).max())
-        if hist.due(k):
-            hist.add_errors(k, F, class_sums(mu)[1] if hist.wants_classes else None)
-        if err <= tol or k >= max_iter:
-            return mu, k, err <= tol, err, n_cg
-        delta, it = jacobian(mu, state)(-F, min(1e-3, err), min(0.1, norm2(F)), max(50, min(mu.size, 1000)))
-        n_cg += it
-        slope = 2.0 * float(np.sum(F * delta))  # directional derivative of theta, < 0
-        slack = 1e-12 * (0.5 * sq + 2.0 * np.abs(mu).sum())
-        step = 1.0
-        for _ in range(60):
-            mu_t = mu + step * delta
-            F_t, sq_t, state_t = _at(evaluate, mu_t)
-            theta_t = 0.5 * sq_t - 2.0 * mu_t.sum()
-            if theta_t <= theta + 1e-4 * step * slope + slack:
-                break
-            step *= 0.5
-        else:
-            # no decrease representable any more: we are at the accuracy floor
-            return mu, k, err <= tol, err, n_cg
-        mu, F, sq, state, theta = mu_t, F_t, sq_t, state_t, theta_t
-        k += 1
-        bar.update(1)
+    # Jacobian's diagonal) is dropped once it has returned -- the same numbers as keeping them all.  The
+    # start is copied into this frame's own ``mu``: a caller that passes it as a temporary holds none
+    with progress.bar(None, "BBS (dual Newton)", "step") as bar:  # ~10 steps: no meaningful ETA
+        mu = np.array(mu, dtype=np.float64)
+        F, sq, state = _at(evaluate, mu)
+        theta = 0.5 * sq - 2.0 * mu.sum()
+        n_cg = 0
+        k = 0
+        while True:
+            err = float(np.abs(F).max())
+            if hist.due(k):
+                hist.add_errors(k, F, class_sums(mu)[1] if hist.wants_classes else None)
+            if err <= tol or k >= max_iter:
+                return mu, k, err <= tol, err, n_cg
+            delta, it = jacobian(mu, state)(-F, min(1e-3, err), min(0.1, norm2(F)), max(50, min(mu.size, 1000)))
+            n_cg += it
+            slope = 2.0 * float(np.sum(F * delta))  # directional derivative of theta, < 0
+            slack = 1e-12 * (0.5 * sq + 2.0 * np.abs(mu).sum())
+            step = 1.0
+            for _ in range(60):
+                mu_t = mu + step * delta
+                F_t, sq_t, state_t = _at(evaluate, mu_t)
+                theta_t = 0.5 * sq_t - 2.0 * mu_t.sum()
+                if theta_t <= theta + 1e-4 * step * slope + slack:
+                    break
+                step *= 0.5
+            else:
+                # no decrease representable any more: we are at the accuracy floor
+                return mu, k, err <= tol, err, n_cg
+            mu, F, sq, state, theta = mu_t, F_t, sq_t, state_t, theta_t
+            k += 1
+            bar.update(1)
 
 
 def _at(evaluate, mu):

@@ -72,8 +72,8 @@ def quality(P, y):
     ----------
     P : ndarray or scipy.sparse matrix, shape (n, n)
         A normalised kernel.
-    y : array-like, shape (n,)
-        True class labels.
+    y : array-like, shape (n,), or None
+        True class labels.  None: MB only (MC would equal it), MC is NaN.
 
     Returns
     -------
@@ -86,4 +86,6 @@ def quality(P, y):
         P = np.asarray(P)
     if P.ndim != 2 or P.shape[0] != P.shape[1]:
         raise DataError(f"P must be a square matrix, got shape {P.shape}")
+    if y is None:
+        return quality_from_sums(*quality_partial(P, np.zeros(P.shape[0], np.int64), 0))[0], float("nan")
     return quality_from_sums(*quality_partial(P, y, 0))

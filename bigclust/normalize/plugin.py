@@ -104,8 +104,10 @@ def sk_memory(K, p, y):
 
 def bbs_memory(K, p, y):
     from bigclust.normalize import bbs
+    # copy=False: the stage's K is its own (read from the store), so its diagonal is zeroed in place for the
+    # solve instead of a copy of its values (0.4 GB at 8.1M rows); K is as it was after, for the set-aside rows
     return bbs(K, solver=p.solver, n_iter=p.n_iter, tol=p.tol or None, return_info=True, self_loops=p.self_loops,
-               **_record(p, y))
+               copy=False, **_record(p, y))
 
 
 def mbbs_memory(Ks, p, y):
@@ -238,6 +240,7 @@ def embed(store_path, key, attrs, p: EmbedParams, *, y=None, client=None, **_):
     import scipy.sparse as sp
 
     from bigclust.algo.spectral import check_connected, components
+    from bigclust.normalize import quality
     from bigclust.pipeline.methods import get
     from bigclust.pipeline.store import Store, is_sparse, read_matrix
 
@@ -266,6 +269,8 @@ def embed(store_path, key, attrs, p: EmbedParams, *, y=None, client=None, **_):
     extra["components"] = [max(n_in), n_out]
     aside, R, n_small = _set_aside(Ks, n_in, n_out, labels, p)
     del Ks, labels   # the eigensolver needs P only: K's memory (~1 GB at 8.1M rows x 10 neighbours) goes back first
+    mb, mc = quality(P, y)   # MB only without labels
+    y = info.mu = None   # nor the labels or the dual vector (n each)
     said = (f"{p.method} split the affinity graph: {max(n_in)} connected component(s) before, {n_out} after "
             "normalisation")
     if n_small:
@@ -280,7 +285,7 @@ def embed(store_path, key, attrs, p: EmbedParams, *, y=None, client=None, **_):
                       RuntimeWarning, stacklevel=2)
     elif n_small:
         warnings.warn(said, RuntimeWarning, stacklevel=2)
-    _embed_and_write(store, key, attrs, P, info, t_norm, p, y, order=order, aside=aside, aside_rows=R, **extra)
+    _embed_and_write(store, key, attrs, P, info, t_norm, p, (mb, mc), order=order, aside=aside, aside_rows=R, **extra)
 
 
 def _set_aside(Ks, n_in, n_out, labels, p):
@@ -392,24 +397,21 @@ def _embed_streamed(g, P, scale, info, t_norm, p: EmbedParams, y, **extra):
                     "history": [list(map(float, h)) for h in (info.history if info else [])], **extra})
 
 
-def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, y, order=None, aside=(), aside_rows=None,
+def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, mbmc, order=None, aside=(), aside_rows=None,
                      **extra):
-    """Quality, spectral embedding and the stage's arrays/attributes for an in-memory P.
+    """Spectral embedding and the stage's arrays/attributes (``mbmc``: P's MB and MC) for an in-memory P.
 
-    ``order``: P and y are renumbered by it (:func:`embed`); E is written in the data's numbering.
+    ``order``: P is renumbered by it (:func:`embed`); E is written in the data's numbering.
     ``aside``: P's rows that get no eigenvector (:func:`_set_aside`), embedded through the kernel's rows
     ``aside_rows`` (P's numbering, as ``aside``).
     """
-    import numpy as np
     import scipy.sparse as sp
 
     from bigclust.algo.small_components import drop_rows, extend
     from bigclust.algo.spectral import embed as spectral_embed, in_original_row_order
-    from bigclust.normalize import quality
     from bigclust.pipeline.store import write_dense
 
-    # without labels MB still says how bi-stochastic P is (one class: MC would be MB, so it is left out)
-    mb, mc = quality(P, y) if y is not None else (quality(P, np.zeros(P.shape[0], np.int64))[0], float("nan"))
+    mb, mc = mbmc
     t0, c0 = time.perf_counter(), time.process_time()
     if order is not None and sp.issparse(P) and P.has_sorted_indices:
         # a normaliser's rows are sorted by the new numbers (and quality sorts them in place): in the old
