@@ -126,7 +126,8 @@ def bbs(K, solver="dual", n_iter=1000, tol=None, *, y=None, record_every=0, retu
         from bigclust.normalize import _bbs_sparse as impl
 
         # the solvers only read K: a canonical input is shared, not copied (a gigabyte at 8M rows).  The
-        # self-loop support's own copy of the values (the default "zero") is scratch: G's values go there
+        # self-loop support's own copy of the values (the default "zero") is scratch: G's values go there;
+        # with copy=False there is no such copy (K's diagonal is zeroed for the solve) and G's values are new
         Ks = check_sparse(K, "BBS", copy=False)[0]   # not its row sums: one n-vector fewer in the solve
         inplace = self_loops == "zero" and not copy and Ks.data.flags.writeable
         with impl.zeroed_diagonal(Ks) if inplace else nullcontext(impl.self_loop_support(Ks, self_loops)) as Kc:
