@@ -241,3 +241,48 @@ def test_a_float32_p_is_filtered_on_its_own_values_with_a_float64_copy_s_bits(mo
     assert seen == [None] * (1 + split)                    # a float64 P: scipy's product and NumPy's passes
     np.testing.assert_array_equal(w, w64)
     np.testing.assert_array_equal(V, V64)
+
+
+def test_start_is_drawn_where_used_and_not_held_through_the_solve(monkeypatch):
+    """``start``'s callable draws the vectors the solvers drew before (renumbered by gather or scatter), gives
+    ARPACK the same bits as the array, and no frame holds it while ARPACK multiplies: the memory traced at the
+    products is one n-vector less than with the caller holding the array."""
+    import tracemalloc
+
+    monkeypatch.setattr(_filtered, "FILTER_MIN_ROWS", 0)
+    rng = np.random.default_rng(1)
+    n = 30000
+    order = rng.permutation(n)
+    v = np.random.default_rng(7).uniform(0.5, 1.5, n)
+    np.testing.assert_array_equal(_filtered.start(n, 7)(), v)
+    np.testing.assert_array_equal(_filtered.start(n, 7, order)(), v[order])
+    scattered = np.empty(n)
+    scattered[order] = v
+    np.testing.assert_array_equal(_filtered.start(n, 7, order, scatter=True)(), scattered)
+
+    E = sp.random(n, n, density=6 / n, random_state=rng, format="csr")
+    d = rng.uniform(size=n)
+    d[rng.choice(n, 8, replace=False)] = 2.0 + np.arange(8)
+    P = sp.csr_matrix(0.05 * (E + E.T) + sp.diags(d))
+    held = {}
+
+    def solve(how):
+        seen = []
+
+        def matvec(x):
+            seen.append(tracemalloc.get_traced_memory()[0])
+            return P @ x
+        op = sp.linalg.LinearOperator(P.shape, matvec=matvec, dtype=np.float64)
+        tracemalloc.start()
+        if how == "array":
+            v0 = _filtered.start(n, 7)()
+            out = _filtered.lean_eigsh(op, 6, v0, 1e-10, 5000)
+        else:
+            out = _filtered.lean_eigsh(op, 6, _filtered.start(n, 7), 1e-10, 5000)
+        tracemalloc.stop()
+        held[how] = np.median(seen)
+        return out
+    (wa, Va), (wc, Vc) = solve("array"), solve("callable")
+    np.testing.assert_array_equal(wa, wc)
+    np.testing.assert_array_equal(Va, Vc)
+    assert 0.9 * n * 8 < held["array"] - held["callable"] < 1.5 * n * 8, held

@@ -381,3 +381,20 @@ def test_out_dir_of_the_same_settings_under_an_older_schema_is_accepted(tmp_path
     rj.write_text(json.dumps(rec))
     with pytest.raises(StoreError, match="holds results of another config"):
         run(cfg)
+
+
+def test_labels_reach_the_stages_as_four_byte_integers_when_they_fit():
+    """Every stage task holds y while it runs: int32 where the stored int64 labels fit, the same values; labels
+    beyond int32 (or not integers) stay as stored."""
+    import zarr
+
+    from bigclust.pipeline.runner import _labels
+
+    g = zarr.open_group(store={}, mode="w")
+    for name, y in (("small", np.array([0, 3, -1, 9], np.int64)), ("big", np.array([0, 2**40], np.int64)),
+                    ("text", np.array([1.5, 2.0]))):
+        sub = g.create_group(name + "_g")
+        sub.create_array("y", shape=y.shape, dtype=y.dtype)[...] = y
+        out = _labels(sub)
+        np.testing.assert_array_equal(out, y)
+        assert out.dtype == (np.int32 if name == "small" else y.dtype)

@@ -50,6 +50,27 @@ ROTATE_ROWS = 1 << 16
 TOL = 1e-8
 
 
+def start_vector(v0):
+    """ARPACK's start: ``v0``, or what ``v0()`` draws.  Large solves pass the callable, so that while ARPACK runs
+    (it copies its start into its own residual vector) no frame holds the n-vector: 62 MiB at 8.1M rows."""
+    return v0() if callable(v0) else v0
+
+
+def start(n, random_state, order=None, scatter=False):
+    """ARPACK's start vector, as a callable (:func:`start_vector`): ``n`` draws of
+    ``random_state`` in M's numbering, renumbered by ``order`` (``v[order]``; ``scatter``: ``v[order] = draws``)."""
+    def draw():
+        v = np.random.default_rng(random_state).uniform(0.5, 1.5, n)
+        if order is None:
+            return v
+        if not scatter:
+            return v[order]
+        out = np.empty(n)
+        out[order] = v
+        return out
+    return draw
+
+
 def probe_cut(matvec, v0, k: int, rho: float, steps: int = PROBE_STEPS) -> float:
     """The filter's cut: below the k-th largest eigenvalue of the symmetric operator ``matvec``.
 
@@ -91,7 +112,7 @@ def probe_cut(matvec, v0, k: int, rho: float, steps: int = PROBE_STEPS) -> float
 
 def lean_eigsh(op, k: int, v0, tol: float, maxiter: int):
     """``eigsh(op, k, which="LA", v0=v0, tol=tol, maxiter=maxiter)`` (the same bits), its Ritz vectors formed in
-    ARPACK's own n x ncv basis.
+    ARPACK's own n x ncv basis; ``v0`` may be a callable (:func:`start_vector`).
 
     ``eigsh`` forms them in a second n x ncv array, then copies the k it returns: at 8.1M rows (ncv = 21) that
     array is 1.36 GB beside the basis and took the SK embed stage's worker to 4.43 GB.  ARPACK's ``dseupd``
@@ -106,9 +127,9 @@ def lean_eigsh(op, k: int, v0, tol: float, maxiter: int):
 
     n = op.shape[0]
     if n < FILTER_MIN_ROWS or not hasattr(ar, "_arpacklib") or not hasattr(ar, "HOWMNY_DICT"):
-        return eigsh(op, k=k, which="LA", v0=v0, tol=tol, maxiter=maxiter)
-    params = ar._SymmetricArpackParams(n, k, "d", aslinearoperator(op).matvec, 1, None, None, None, None, v0,
-                                       maxiter, "LA", tol, np.random.default_rng())
+        return eigsh(op, k=k, which="LA", v0=start_vector(v0), tol=tol, maxiter=maxiter)
+    params = ar._SymmetricArpackParams(n, k, "d", aslinearoperator(op).matvec, 1, None, None, None, None,
+                                       start_vector(v0), maxiter, "LA", tol, np.random.default_rng())
     basis = mmap.mmap(-1, params.v.nbytes)   # anonymous memory: the columns past the k kept go back to the OS
     params.v = np.frombuffer(basis, dtype=np.float64).reshape(params.v.shape)
     while not params.converged:
@@ -134,7 +155,7 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = TOL, 
     """``(values, vectors)`` of the k largest eigenvalues of the symmetric operator ``matvec`` (n x n, spectrum
     in ``[-rho, rho]``), or None when the cut was not below the k-th eigenvalue.
 
-    ARPACK (``which="LA"``, ``tol``, start ``v0``) on ``T_m(t(P))``, t mapping ``[-rho, c]`` to ``[-1, 1]``;
+    ARPACK (``which="LA"``, ``tol``, start ``v0``, an array or a callable: :func:`start_vector`) on ``T_m(t(P))``, t mapping ``[-rho, c]`` to ``[-1, 1]``;
     the eigenvalues are then P's Rayleigh quotients on the vectors found (a k x k eigenproblem, which also
     rotates vectors of nearly equal eigenvalues into P's own).  ``csr``: ``(indptr, indices, data)`` of the
     matrix ``matvec`` multiplies by (with :func:`~bigclust.algo._spectral_numba.csr_matvec`'s or scipy's
@@ -147,7 +168,7 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = TOL, 
     """
     from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator
 
-    c = probe_cut(matvec, v0, k, rho)
+    c = probe_cut(matvec, start_vector(v0), k, rho)
     if c <= -0.5 * rho:   # no useful pass band: the filter would only cost products
         return None
     scale, shift = 2.0 / (c + rho), (c - rho) / (c + rho)   # t(x) = scale x - shift

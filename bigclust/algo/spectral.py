@@ -109,19 +109,18 @@ def _iterative(P, k, solver, random_state, order=None, filtered=True):
     """
     from scipy.sparse.linalg import LinearOperator
 
-    from bigclust.algo._filtered import FILTER_MIN_ROWS
+    from bigclust.algo._filtered import FILTER_MIN_ROWS, start
 
     n = P.shape[0]
     if solver == "eigsh":
         from scipy.sparse.linalg import ArpackNoConvergence
-        v0 = np.random.default_rng(random_state).uniform(0.5, 1.5, n)
         A = P
         fused = filtered and sp.issparse(P) and n >= FILTER_MIN_ROWS and P.dtype == np.float32
         if order is None and sp.issparse(P) and n >= REORDER_MIN_ROWS and P.nnz <= FLOAT32_OPERATOR_NNZ:
             A, order = local_order(P, dtype=None if fused else np.float64)   # else the copy ARPACK's product needs
         try:   # on A = P renumbered the start is v0 renumbered, and the eigenvectors are renumbered back
-            op = _arpack_operand(A, widen=fused)
-            vals, vecs = _arpack(op, k, v0 if order is None else v0[order], A if sp.issparse(A) and filtered else None)
+            op = _arpack_operand(A, widen=fused)   # the start is drawn where used: no frame holds it through the solve
+            vals, vecs = _arpack(op, k, start(n, random_state, order), A if sp.issparse(A) and filtered else None)
             if order is not None:
                 vecs = _unpermute(vecs, order)
         except ArpackNoConvergence:
@@ -266,6 +265,7 @@ def _block_eigsh(P, rows, pos, k, random_state, filtered=True):
     """
     from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator
 
+    from bigclust.algo._filtered import start
     from bigclust.algo._spectral_numba import csr_rows_matvec
 
     m = rows.size
@@ -279,11 +279,9 @@ def _block_eigsh(P, rows, pos, k, random_state, filtered=True):
         y = np.empty(m)
         csr_rows_matvec(P.indptr, P.indices, P.data, srt, full, y)
         return y
-    v0 = np.empty(m)
-    v0[back] = np.random.default_rng(random_state).uniform(0.5, 1.5, m)
     try:
-        w, U = _arpack(LinearOperator((m, m), matvec=matvec, rmatvec=matvec, dtype=np.float64), k, v0,
-                       P if filtered else None, srt)
+        w, U = _arpack(LinearOperator((m, m), matvec=matvec, rmatvec=matvec, dtype=np.float64), k,
+                       start(m, random_state, back, scatter=True), P if filtered else None, srt)
     except ArpackNoConvergence:
         warnings.warn(f"eigsh did not converge for k={k}, n={m}; falling back to lobpcg", RuntimeWarning,
                       stacklevel=4)
@@ -294,6 +292,7 @@ def _block_eigsh(P, rows, pos, k, random_state, filtered=True):
 def _arpack(op, k, v0, P=None, rows=None):
     """ARPACK's k largest eigenpairs of ``op``; of a Chebyshev filter of it (:mod:`bigclust.algo._filtered`) when
     ``op`` is the sparse P's block on ``rows`` (None: all of P) of at least ``FILTER_MIN_ROWS`` rows.
+    ``v0``: the start, an array or a callable (:func:`~bigclust.algo._filtered.start`).
     Raises ArpackNoConvergence as ``eigsh``."""
     from scipy.sparse.linalg import aslinearoperator
 
