@@ -228,3 +228,61 @@ def test_stages_side_by_side_share_the_cores_and_the_last_takes_them_back(tmp_pa
     assert a_beside == b_beside == max(1, cores // 2)
     assert b_alone == cores
     assert after == numba.config.NUMBA_NUM_THREADS
+
+
+def _pid_and_mark():
+    """The worker's process id and whether an earlier task left a mark in it."""
+    import builtins
+    import os
+    seen = getattr(builtins, "_bigclust_test_mark", False)
+    builtins._bigclust_test_mark = True
+    return os.getpid(), seen
+
+
+def test_a_fresh_stage_runs_on_a_restarted_idle_worker_and_a_busy_one_is_left_alone(tmp_path):
+    # a whole-data stage (StageDef.fresh) gets a worker restarted by its nanny: nothing its earlier tasks
+    # loaded stays in its memory; a worker holding data or running a task is never restarted
+    import warnings
+
+    from bigclust.pipeline.scheduler import _submit, dask_client
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with dask_client("local-cluster", 2) as client:
+            before = client.run(_pid_and_mark)               # every worker marked
+            held = client.scatter(np.arange(10), hash=False)   # one worker holds data
+            holder = next(iter(client.who_has([held]).values()))[0]
+            pid, seen = _submit(client, _pid_and_mark, fresh=True)
+            assert not seen and pid not in {p for p, _ in before.values()}
+            assert client.run(_pid_and_mark)[holder] == (before[holder][0], True)   # still the same process
+            assert held.result().sum() == 45
+            y = np.arange(300_000)                              # scattered (above SCATTER_BYTES) to that worker
+            assert _submit(client, np.sum, y, fresh=True) == y.sum()
+            pid, seen = _submit(client, _pid_and_mark, fresh=False)   # as before: wherever the scheduler says
+    assert not [w for w in caught if "Dask worker" in str(w.message)], [str(w.message) for w in caught]
+
+
+def test_embed_stages_on_restarted_workers_give_the_local_run_s_labels(tmp_path, make_config, monkeypatch):
+    import warnings
+
+    from bigclust.normalize import plugin
+    X, y = blobs(n=500, k=3, d=5, seed=4, sep=3.0)
+    p = tmp_path / "d.npz"
+    np.savez(p, X=X, y=y)
+    cfg = make_config(p)
+    cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["sk", "bbs"]'))
+    run(cfg, out=str(tmp_path / "o_local"))
+    cfg2 = tmp_path / "dist.toml"
+    cfg2.write_text(cfg.read_text().replace('path = "store.zarr"', 'path = "store_dist.zarr"'))
+    from bigclust.pipeline import scheduler
+    monkeypatch.setattr(plugin, "FRESH_WORKER_ROWS", 0)   # every embed stage asks for a restarted worker
+    real, got = scheduler._fresh_worker, []
+    monkeypatch.setattr(scheduler, "_fresh_worker", lambda client: got.append(real(client)) or got[-1])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run(cfg2, scheduler="local-cluster", out=str(tmp_path / "o_dist"))
+    assert not [w for w in caught if "Dask worker" in str(w.message)]
+    local, dist = _labels(tmp_path / "store.zarr"), _labels(tmp_path / "store_dist.zarr")
+    assert local.keys() == dist.keys() and len(local) == 2
+    assert len(got) == 2 and None not in got, got   # both embed stages ran on a restarted worker
+    for k in local:
+        np.testing.assert_array_equal(local[k], dist[k])

@@ -1,16 +1,14 @@
 """The normalize family's plug-in: RA, Ncut, SK, BBS, MBBS and RC as pipeline methods, and the embed stage.
 
 Registers with :mod:`bigclust.pipeline.methods`: each method's parameter dataclass (its config section), its
-chain (affinity -> embed -> cluster) and the hooks the embed stage calls -- in memory a hook gets K (a list
-of kernels for MBBS) and the parameters and returns ``(P, info)``; out of core it gets the zarr kernels and
-the stage's group, and returns ``(P, scale, info, extra)``: the zarr array whose eigenvectors are wanted (a
+chain (affinity -> embed -> cluster) and the hooks the embed stage calls -- in memory a hook gets K (a list of
+kernels for MBBS) and the parameters and returns ``(P, info)``; out of core it gets the zarr kernels and the
+stage's group, and returns ``(P, scale, info, extra)``: the zarr array whose eigenvectors are wanted (a
 ``*_scratch`` array of the stage, deleted before the stage is committed, or K itself), an optional diagonal
-scaling applied on both sides, the solver's info and extra attributes.
-
-The embed stage (normalise with the method's hook, then the row-normalised spectral embedding; MB and MC
-of the normalised matrix as attributes and report columns) is registered here too: any family whose chain
-normalises a kernel (the subspace family's Ncut of W) runs it.  Cheap to import: the algorithms are
-imported inside the hooks.
+scaling applied on both sides, the solver's info and extra attributes.  The embed stage (normalise with the
+method's hook, then the row-normalised spectral embedding; MB and MC of the normalised matrix as attributes
+and report columns) is registered here too: any family whose chain normalises a kernel (the subspace
+family's Ncut of W) runs it.  Cheap to import: the algorithms are imported inside the hooks.
 """
 from __future__ import annotations
 
@@ -223,6 +221,12 @@ class EmbedParams:
     seed: int
     max_memory: int = field(default=0, metadata=RUNTIME)
     min_component: float = field(default=0.01, metadata=ADDED)   # [embed] min_component
+    n_samples: int = field(default=0, metadata=RUNTIME)
+
+
+#: rows from which an in-memory embed stage runs on a worker restarted for it (``StageDef.fresh``): a restart
+#: costs about 3 s; the 280 MiB it gives back matter near a worker's limit (8.1M rows), not at 1M (0.9 GB)
+FRESH_WORKER_ROWS = 1 << 21
 
 
 # -- the embed stage: normalise, then the spectral embedding ------------------------------------
@@ -304,22 +308,17 @@ def _set_aside(Ks, n_in, n_out, labels, p):
 def _renumber(Ks, n_in, m, y):
     """``(order, y)``: one connected sparse float32 kernel of ``REORDER_MIN_ROWS`` rows or more, renumbered.
 
-    Breadth-first order (:func:`bigclust.algo.spectral.local_order`) puts each
-    row near its neighbours, so the normaliser's products and the
-    eigensolver's gather nearby entries of x (8.1M rows: 1.88 -> 0.90 CPU s a
-    product); the normalised P has K's pattern, hence the order ARPACK would
-    compute from it.  ``Ks[0]`` is replaced (the list held the only reference
-    to the original: never both kernels beyond the copy) and y is renumbered
-    with it.  A disconnected graph keeps its numbering: the per-component
-    solver numbers its blocks by the data's order.  Otherwise ``(None, y)``.
-    Each renumbered row is sorted by its new column numbers (a canonical K
-    stays canonical), so the normaliser's input check shares it instead of
-    copying it to sort it (0.9 GB at 8.1M rows): the same matrix it sorted.
-    float32 kernels only: sorted by the new numbers, each row's sum (the
-    scaling d) moves in its last float64 bits; rounded to a float32 P they
-    (almost always) vanish, and with the rows' old order restored E is the one
-    of the data's order bit for bit.  A float64 P would keep them: float64
-    kernels keep the data's order here.
+    Breadth-first order (:func:`bigclust.algo.spectral.local_order`) puts each row near its neighbours, so
+    the normaliser's products and the eigensolver's gather nearby entries of x (8.1M rows: 1.88 -> 0.90 CPU s
+    a product); the normalised P has K's pattern, hence the order ARPACK would compute from it.  ``Ks[0]`` is
+    replaced (the list held the only reference to the original: never both kernels beyond the copy) and y is
+    renumbered with it.  A disconnected graph keeps its numbering: the per-component solver numbers its
+    blocks by the data's order.  Otherwise ``(None, y)``.  Each renumbered row is sorted by its new column
+    numbers (a canonical K stays canonical), so the normaliser's input check shares it instead of copying it
+    to sort it (0.9 GB at 8.1M rows): the same matrix it sorted.  float32 kernels only: sorted by the new
+    numbers, each row's sum (the scaling d) moves in its last float64 bits; rounded to a float32 P they
+    (almost always) vanish, and with the rows' old order restored E is the one of the data's order bit for
+    bit.  A float64 P would keep them: float64 kernels keep the data's order here.
     """
     import numpy as np
     import scipy.sparse as sp
@@ -452,12 +451,13 @@ def _build_embed(ctx, src, inputs):
                         "does not fit [store] max_memory; raise max_memory or use [affinity] kind = \"knn\"")
     return [EmbedParams(inputs=tuple(inputs), src=src, method=ctx.method.name, method_params=params_dict(ctx.params),
                         k=ncomp, eigensolver=emb["eigensolver"], min_component=emb["min_component"],
-                        in_memory=in_memory,
+                        in_memory=in_memory, n_samples=n,
                         seed=ctx.point["cluster"]["seed"], max_memory=ctx.cfg.max_memory)]
 
 
 register_stage(StageDef("embed", _build_embed, embed, "E",
                         where=lambda p: "task" if p.in_memory else "here",
+                        fresh=lambda p: p.in_memory and p.n_samples >= FRESH_WORKER_ROWS,
                         report=("MB", "MC", "norm_n_iter", "row_err", "history", "alpha", "components", "set_aside",
                                 *STEP_ATTRS),
                         describe=lambda p: fmt_params(p.method_params) + ("" if p.in_memory else " (out of core)")))

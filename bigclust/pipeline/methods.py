@@ -260,8 +260,9 @@ class StageDef:
     One frozen parameter dataclass per stage instance is both what is hashed into its store key
     (:func:`stage_key`) and what ``run(store_path, key, attrs, params, **runtime)`` receives.
     ``where``: ``"here"`` (a Dask graph or block loop in this process; gets the client to spread blocks),
-    ``"task"`` (needs every row at once: one task, on a worker when a cluster is attached).  ``report``:
-    attributes copied into the run's record.
+    ``"task"`` (needs every row at once: one task, on a worker when a cluster is attached).  ``fresh``: the
+    task runs on a worker restarted for it, when one is idle (its memory then holds nothing of earlier tasks:
+    :func:`bigclust.pipeline.scheduler._fresh_worker`).  ``report``: attributes copied into the run's record.
     """
 
     name: str
@@ -269,6 +270,7 @@ class StageDef:
     run: Callable
     output: str
     where: Callable = lambda p: "here"
+    fresh: Callable = lambda p: False
     report: tuple = ()
     describe: Callable = lambda p: ""
 

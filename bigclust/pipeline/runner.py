@@ -128,7 +128,8 @@ class Runner:
                     attrs["started"] = time.time()
                     self.log(f"  {stage:<10} {describe}: running")
                     if sd.where(params) == "task":
-                        _submit(self.client, sd.run, str(self.store.path), key, attrs, params, **runtime)
+                        _submit(self.client, sd.run, str(self.store.path), key, attrs, params, fresh=sd.fresh(params),
+                                **runtime)
                     else:
                         with self._here:
                             sd.run(str(self.store.path), key, attrs, params, client=self.client, **runtime)
