@@ -239,6 +239,10 @@ def _pid_and_mark():
     return os.getpid(), seen
 
 
+def _pid_mark_sum(y):
+    return (*_pid_and_mark(), int(y.sum()))
+
+
 def test_a_fresh_stage_runs_on_a_restarted_idle_worker_and_a_busy_one_is_left_alone(tmp_path):
     # a whole-data stage (StageDef.fresh) gets a worker restarted by its nanny: nothing its earlier tasks
     # loaded stays in its memory; a worker holding data or running a task is never restarted
@@ -256,7 +260,9 @@ def test_a_fresh_stage_runs_on_a_restarted_idle_worker_and_a_busy_one_is_left_al
             assert client.run(_pid_and_mark)[holder] == (before[holder][0], True)   # still the same process
             assert held.result().sum() == 45
             y = np.arange(300_000)                              # scattered (above SCATTER_BYTES) to that worker
-            assert _submit(client, np.sum, y, fresh=True) == y.sum()
+            pid2, seen, total = _submit(client, _pid_mark_sum, y, fresh=True)
+            assert not seen and total == y.sum() and pid2 != pid
+            assert client.run(_pid_and_mark)[holder] == (before[holder][0], True)
             pid, seen = _submit(client, _pid_and_mark, fresh=False)   # as before: wherever the scheduler says
     assert not [w for w in caught if "Dask worker" in str(w.message)], [str(w.message) for w in caught]
 

@@ -392,8 +392,8 @@ def scattered(client, value, workers=None):
 
 
 def _fresh_worker(client):
-    """The name of an idle worker of the cluster, restarted by its nanny for a stage, or None (none idle,
-    none with a nanny, or the restart failed).
+    """``(name, address)`` of an idle worker of the cluster, restarted by its nanny for a stage, or None (none
+    idle, none with a nanny, or the restart failed).
 
     A worker keeps what its earlier tasks loaded -- compiled kernels, imported modules, its allocator's
     heap: after the ingest, PCA and kNN tasks of mnist-8m a worker sat at 406 MiB, a new one at 113, and
@@ -414,7 +414,12 @@ def _fresh_worker(client):
         _STAGES.restarted.add(address)   # not a death (_WorkerDeaths)
     try:
         if client.restart_workers([name], raise_for_error=False).get(name) == "OK":
-            return name
+            import time
+            for _ in range(100):   # the new process's address (a name is not resolved in scatter)
+                now = [a for a, w in client.scheduler_info(n_workers=-1)["workers"].items() if w["name"] == name]
+                if now:
+                    return name, now[0]
+                time.sleep(0.1)
     except Exception:   # e.g. the restart timed out: the stage runs where the scheduler puts it
         pass
     _STAGES.fresh.discard(name)
@@ -432,7 +437,7 @@ def _submit(client, fn, *args, fresh=False, **kwargs):
         return fn(*args, **kwargs)
     from bigclust._util.progress import gather
     worker = _fresh_worker(client) if fresh else None
-    where = {} if worker is None else {"workers": [worker], "allow_other_workers": True}
+    where = {} if worker is None else {"workers": [worker[1]], "allow_other_workers": True}
     try:
         args = [scattered(client, a, where.get("workers")) for a in args]
         kwargs = {k: scattered(client, v, where.get("workers")) for k, v in kwargs.items()}
@@ -446,6 +451,6 @@ def _submit(client, fn, *args, fresh=False, **kwargs):
         finally:
             _STAGES.change(client, -1)
     finally:
-        _STAGES.fresh.discard(worker)
+        _STAGES.fresh.discard(worker and worker[0])
     _reemit(caught)
     return out
