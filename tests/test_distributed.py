@@ -292,3 +292,22 @@ def test_embed_stages_on_restarted_workers_give_the_local_run_s_labels(tmp_path,
     assert len(got) == 2 and None not in got, got   # both embed stages ran on a restarted worker
     for k in local:
         np.testing.assert_array_equal(local[k], dist[k])
+
+
+def _peaks():
+    from bigclust._util.plan import peak_rss_mb
+    import resource
+    return peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def test_a_restarted_worker_s_peak_is_its_own_not_the_driver_s():
+    # a LocalCluster's nannies live in the driver: a worker they restart is forked from it, and ru_maxrss
+    # keeps the driver's resident set across the exec; the stages record VmHWM, the new process's own
+    from bigclust.pipeline.scheduler import dask_client
+    big = np.ones(400 << 17)   # 400 MiB resident in the driver
+    with dask_client("local-cluster", 1) as client:
+        name = next(iter(client.scheduler_info(n_workers=-1)["workers"].values()))["name"]
+        client.restart_workers([name])
+        own, inherited = next(iter(client.run(_peaks).values()))
+    assert big.sum() > 0
+    assert own < 300 < inherited, (own, inherited)

@@ -195,3 +195,18 @@ def format_bytes(b: int) -> str:
         if b >= size:
             return f"{b / size:.3g} {unit}"
     return f"{b} B"
+
+
+def peak_rss_mb() -> float:
+    """This process's largest resident set so far, in MiB: the kernel's high-water mark of its own memory
+    (``VmHWM``).  Not ``getrusage``'s ``ru_maxrss``: across ``exec`` it keeps the parent's, so a Dask worker that
+    a LocalCluster's nanny (in the driver) restarts reported the driver's 3.6 GB as its own peak."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

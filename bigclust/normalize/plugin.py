@@ -342,10 +342,10 @@ STEP_ATTRS = tuple(f"{s}_{w}" for s in ("normalize", "eigen") for w in ("seconds
 
 def _usage(step, t0, c0):
     """``{<step>_seconds, <step>_cpu_seconds, <step>_peak_rss_mb}`` since ``perf_counter`` t0, ``process_time`` c0."""
-    import resource
+    from bigclust._util.plan import peak_rss_mb
 
     return {f"{step}_seconds": time.perf_counter() - t0, f"{step}_cpu_seconds": time.process_time() - c0,
-            f"{step}_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+            f"{step}_peak_rss_mb": peak_rss_mb()}
 
 
 def _alpha(info):

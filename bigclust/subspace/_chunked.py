@@ -54,8 +54,8 @@ import time
 import numpy as np
 
 from bigclust._util.errors import DataError, UserError
+from bigclust._util.plan import peak_rss_mb
 from bigclust.pipeline import resumable
-from bigclust.subspace.cluster import _peak_rss_mb
 
 #: rows per chunk of the PCA passes (the in-memory path's default, so the sums are added in the same order)
 PCA_CHUNK_ROWS = 4096
@@ -144,7 +144,7 @@ def features_step(X, g, work, aug, n_components, chunk_rows, log=resumable.say):
         g.create_array("pca_mean", shape=mean.shape, dtype=np.float64, overwrite=True)[...] = mean
         g.create_array("pca_components", shape=comps.shape, dtype=np.float64, overwrite=True)[...] = comps
         resumable.mark(work, "pca", f"{time.perf_counter() - t0:.3f}")
-    steps["pca"] = (time.perf_counter() - t0, time.process_time() - c0, _peak_rss_mb())
+    steps["pca"] = (time.perf_counter() - t0, time.process_time() - c0, peak_rss_mb())
     t0, c0 = time.perf_counter(), time.process_time()
     dim = int(n_components) if n_components else X.shape[1]
     out = np.empty((N, dim))
@@ -163,7 +163,7 @@ def features_step(X, g, work, aug, n_components, chunk_rows, log=resumable.say):
     for a0 in range(0, N, A.chunks[0]):   # a chunk at a time: a whole-array write encodes ~10 chunks at once
         A[a0:a0 + A.chunks[0]] = out[a0:a0 + A.chunks[0]]
     resumable.mark(work, "atoms", f"{time.perf_counter() - t0:.3f}")
-    steps["atoms"] = (time.perf_counter() - t0, time.process_time() - c0, _peak_rss_mb())
+    steps["atoms"] = (time.perf_counter() - t0, time.process_time() - c0, peak_rss_mb())
     log(f"  subspace: features ({'PCA-' + str(n_components) if n_components else 'raw'}, {N} atoms) "
         f"{steps['pca'][0] + steps['atoms'][0]:.1f} s")
     return out, steps
@@ -368,7 +368,7 @@ def _usage():
     import os
 
     t = os.times()
-    return t.user + t.system, _peak_rss_mb()
+    return t.user + t.system, peak_rss_mb()
 
 
 def workers_usage(client):
@@ -392,7 +392,7 @@ class StepClock:
         """Step ``name`` ends now (and the next one starts); returns every step so far."""
         w1 = workers_usage(self.client)
         cpu = time.process_time() - self.c0 + sum(v[0] - self.w0.get(a, (0.0, 0.0))[0] for a, v in w1.items())
-        wall, rss = time.perf_counter() - self.t0, max([_peak_rss_mb()] + [v[1] for v in w1.values()])
+        wall, rss = time.perf_counter() - self.t0, max([peak_rss_mb()] + [v[1] for v in w1.values()])
         self.steps[name] = (wall, cpu, rss)
         if self.log:     # now, not only with the stage's attributes: a run killed later still said it
             self.log(f"  subspace: {name} step {wall:.1f} s, {cpu:.1f} CPU-s, largest process {rss:.0f} MB")
@@ -463,7 +463,7 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=resumable.sa
     D = dictionary_of(atoms, n, origin)
     steps = clock.stop("features")
     if aug is not None:   # the copies are made inside the PCA and projection passes: their share, apart
-        steps["augment"] = (aug.seconds, aug.cpu_seconds, feat.get("pca", (0, 0, _peak_rss_mb()))[2])
+        steps["augment"] = (aug.seconds, aug.cpu_seconds, feat.get("pca", (0, 0, peak_rss_mb()))[2])
     steps.update(feat)
     nb = knn_step(D, g, work, mp.n_neighbors, p.knn or "auto", int(p.seed), int(p.chunk_cols), client=client,
                   log=log)
@@ -494,7 +494,7 @@ def subspace_chunked(store_path, key, attrs, p, *, client=None, log=resumable.sa
                           "coef_chunks": [total, len(computed), total - len(computed)],
                           "coef_chunks_computed": computed, "admm_not_converged": n_bad,
                           "admm_iter_median": float(np.median(its)), "n_iter": int(np.max(its, initial=0)),
-                          "driver_peak_rss_mb": _peak_rss_mb(), **step_attrs(steps)})
+                          "driver_peak_rss_mb": peak_rss_mb(), **step_attrs(steps)})
     log("  subspace: " + ", ".join(f"{k_} {v[0]:.1f} s ({v[1]:.1f} CPU-s)" for k_, v in steps.items())
-        + f"; peak RSS {_peak_rss_mb():.0f} MB")
+        + f"; peak RSS {peak_rss_mb():.0f} MB")
     shutil.rmtree(work, ignore_errors=True)

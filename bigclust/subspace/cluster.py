@@ -6,7 +6,6 @@ these two functions are the library form, used by the estimator and ``bench subs
 """
 from __future__ import annotations
 
-import resource
 import time
 import warnings
 
@@ -15,6 +14,7 @@ import scipy.sparse as sp
 
 from bigclust._util import progress
 from bigclust._util.errors import UserError
+from bigclust._util.plan import peak_rss_mb
 from bigclust.subspace.augment import augment as augment_images, image_layout
 from bigclust.subspace.dictionary import build_dictionary, knn_dictionary
 from bigclust.subspace.features import image_features
@@ -25,10 +25,6 @@ from bigclust.subspace.selfexpr import self_expression
 #: the steps of :func:`subspace_affinity` (its ``info["steps"]``) and what its progress bar calls them
 _STEPS = {"augment": "augmentation", "features": "features (PCA) and dictionary", "knn": "dictionary kNN",
           "coef": "coefficients", "fold": "fold back"}
-
-
-def _peak_rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def subspace_affinity(X, *, regularizer="l1", n_neighbors=10, augment=None, image_shape=None, order=None,
@@ -89,7 +85,7 @@ def subspace_affinity(X, *, regularizer="l1", n_neighbors=10, augment=None, imag
     with progress.bar(None, "subspace affinity", "step") as bar:
         def timed(name):
             t, c = time.perf_counter(), time.process_time()
-            steps[name] = (t - clock[0], c - clock[1], _peak_rss_mb())
+            steps[name] = (t - clock[0], c - clock[1], peak_rss_mb())
             clock[:] = [t, c]
             names = list(_STEPS)
             if names.index(name) + 1 < len(names):   # the step now starting
@@ -214,7 +210,7 @@ def subspace_clustering(X, n_clusters, *, regularizer="l1", n_neighbors=10, augm
     # spectral.EIGH_MAX_N, block LOBPCG above it when the graph is disconnected.
     solver = "eigh" if n <= EIGH_MAX_N else ("lobpcg" if ncomp > 1 else "auto")
     V = embed(P, int(n_clusters), solver=solver, random_state=km_seed)
-    info["steps"]["embed"] = (time.perf_counter() - t0, time.process_time() - c0, _peak_rss_mb())
+    info["steps"]["embed"] = (time.perf_counter() - t0, time.process_time() - c0, peak_rss_mb())
     km = kmeans(V, int(n_clusters), n_init=n_init, max_iter=1000, random_state=km_seed)  # its results as before
     labels = km.labels[km.best].astype(np.int64)
     if not return_info:
