@@ -161,13 +161,19 @@ def _catch(errors, fn, *args):
         errors.append(e)
 
 
-def test_units_of_one_point_run_at_once_on_a_cluster_and_share_its_affinity(tmp_path, make_config, capfd):
-    from bigclust.pipeline.runner import run as run_config
-    X, y = blobs(n=400, k=3, d=5, seed=4, sep=3.0)
+def _blob_config(tmp_path, make_config, n, names):
+    """A config on n blobs (3 clusters, 5 features) with ``[method]``'s names line replaced by ``names``."""
+    X, y = blobs(n=n, k=3, d=5, seed=4, sep=3.0)
     p = tmp_path / "d.npz"
     np.savez(p, X=X, y=y)
     cfg = make_config(p)
-    cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["ra", "ncut", "sk"]\n[sk]\nn_iter = 50'))
+    cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', names))
+    return cfg
+
+
+def test_units_of_one_point_run_at_once_on_a_cluster_and_share_its_affinity(tmp_path, make_config, capfd):
+    from bigclust.pipeline.runner import run as run_config
+    cfg = _blob_config(tmp_path, make_config, 400, 'names = ["ra", "ncut", "sk"]\n[sk]\nn_iter = 50')
     local = run_config(cfg, out=str(tmp_path / "o_local"))
     cfg2 = tmp_path / "dist.toml"
     cfg2.write_text(cfg.read_text().replace('path = "store.zarr"', 'path = "store_dist.zarr"'))
@@ -271,11 +277,7 @@ def test_embed_stages_on_restarted_workers_give_the_local_run_s_labels(tmp_path,
     import warnings
 
     from bigclust.normalize import plugin
-    X, y = blobs(n=500, k=3, d=5, seed=4, sep=3.0)
-    p = tmp_path / "d.npz"
-    np.savez(p, X=X, y=y)
-    cfg = make_config(p)
-    cfg.write_text(cfg.read_text().replace('names = ["kmeans", "ra", "ncut"]', 'names = ["sk", "bbs"]'))
+    cfg = _blob_config(tmp_path, make_config, 500, 'names = ["sk", "bbs"]')
     run(cfg, out=str(tmp_path / "o_local"))
     cfg2 = tmp_path / "dist.toml"
     cfg2.write_text(cfg.read_text().replace('path = "store.zarr"', 'path = "store_dist.zarr"'))
