@@ -159,7 +159,8 @@ class _WorkerDeaths:
 
     def _event(self, msg):
         from dask.utils import key_split
-        if msg.get("action") == "remove-worker" and not msg.get("expected") and msg["worker"] not in _STAGES.restarted:
+        ours = msg.get("worker") in _STAGES.restarted   # restarted for a stage (_fresh_worker): not a death
+        if msg.get("action") == "remove-worker" and not msg.get("expected") and not ours:
             self.died.append((msg["worker"], sorted({key_split(k) for k in msg.get("processing-tasks", ())})))
             self._seen.set()
 
@@ -383,8 +384,8 @@ SCATTER_BYTES = 1 << 20
 
 
 def scattered(client, value, workers=None):
-    """``value``, or a future of it on the cluster (on ``workers``, names or addresses, if given) when it is an
-    array of more than :data:`SCATTER_BYTES`."""
+    """``value``, or a future of it on the cluster (on ``workers``, addresses: names are not resolved here) when
+    it is an array of more than :data:`SCATTER_BYTES`."""
     import numpy as np
     if isinstance(value, np.ndarray) and value.nbytes > SCATTER_BYTES:
         return client.scatter(value, hash=False, workers=workers)
