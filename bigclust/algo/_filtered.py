@@ -155,9 +155,10 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = TOL, 
     """``(values, vectors)`` of the k largest eigenvalues of the symmetric operator ``matvec`` (n x n, spectrum
     in ``[-rho, rho]``), or None when the cut was not below the k-th eigenvalue.
 
-    ARPACK (``which="LA"``, ``tol``, start ``v0``, an array or a callable: :func:`start_vector`) on ``T_m(t(P))``, t mapping ``[-rho, c]`` to ``[-1, 1]``;
-    the eigenvalues are then P's Rayleigh quotients on the vectors found (a k x k eigenproblem, which also
-    rotates vectors of nearly equal eigenvalues into P's own).  ``csr``: ``(indptr, indices, data)`` of the
+    ARPACK (``which="LA"``, ``tol``, start ``v0``, an array or a callable: :func:`start_vector`) on
+    ``T_m(t(P))``, t mapping ``[-rho, c]`` to ``[-1, 1]``; the eigenvalues are then P's Rayleigh quotients on
+    the vectors found (a k x k eigenproblem, which also rotates vectors of nearly equal eigenvalues into P's
+    own).  ``csr``: ``(indptr, indices, data)`` of the
     matrix ``matvec`` multiplies by (with :func:`~bigclust.algo._spectral_numba.csr_matvec`'s or scipy's
     arithmetic); each step of the recurrence is then one pass of
     :func:`~bigclust.algo._spectral_numba.csr_chebyshev_step` instead of a product and three vector passes
