@@ -286,3 +286,50 @@ def test_start_is_drawn_where_used_and_not_held_through_the_solve(monkeypatch):
     np.testing.assert_array_equal(wa, wc)
     np.testing.assert_array_equal(Va, Vc)
     assert 0.9 * n * 8 < held["array"] - held["callable"] < 1.5 * n * 8, held
+
+
+def test_the_solve_log_counts_the_filtered_solve_s_products_and_iterations(monkeypatch):
+    """Every product by P of a filtered solve (probe, filter, Rayleigh quotients) is counted once, in its entry."""
+    P = _graph(seed=0)
+    n, k = P.shape[0], 11
+    calls = []
+
+    def product(x):
+        calls.append(1)
+        return P @ x
+    v0 = np.random.default_rng(0).uniform(0.5, 1.5, n)
+    monkeypatch.setattr(_filtered, "FILTER_MIN_ROWS", 0)
+    with _filtered.solve_log() as log:
+        w, _ = _filtered.filtered_eigsh(product, n, k, v0, 1.0)
+    assert log == [{"rows": n, "k": k, "ncv": 2 * k + 1, "iterations": log[0]["iterations"], "products": len(calls),
+                    "filter_degree": _filtered.DEGREE, "converged": True}]
+    assert log[0]["iterations"] > 1 and len(calls) > _filtered.DEGREE * 2 * k
+    np.testing.assert_allclose(np.sort(w)[::-1], np.linalg.eigvalsh(P.toarray())[::-1][:k], rtol=0, atol=1e-10)
+    assert _filtered._LOG.get() is None          # the log ends with its block; outside it nothing is kept
+
+
+def test_the_solve_log_says_when_arpack_stopped_at_its_iteration_limit(monkeypatch):
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator
+    P = _graph(seed=1)
+    n = P.shape[0]
+    calls = []
+    op = LinearOperator(P.shape, matvec=lambda x: calls.append(1) or P @ x, dtype=np.float64)
+    monkeypatch.setattr(_filtered, "FILTER_MIN_ROWS", 0)
+    with _filtered.solve_log() as log:
+        with pytest.raises(ArpackNoConvergence):
+            _filtered.lean_eigsh(op, 10, np.ones(n), 1e-14, 2)
+        _filtered.lean_eigsh(op, 10, np.ones(n), 1e-10, 5000)
+    assert [e["converged"] for e in log] == [False, True]
+    assert log[0]["iterations"] == 3             # ARPACK stops at the first iteration past maxiter
+    assert log[0]["products"] + log[1]["products"] == len(calls) and log[1]["filter_degree"] == 0
+    assert log[1]["iterations"] > 3
+
+
+def test_a_split_graph_logs_one_solve_per_block_arpack_solves(monkeypatch):
+    """Blocks above EIGH_MAX_N rows are ARPACK's (one entry each, with the block's rows); smaller ones eigh's."""
+    A, B, C = (_graph(n=n, seed=s, blobs=3) for n, s in ((2500, 2), (2100, 3), (1500, 4)))
+    P = sp.block_diag([A, B, C], format="csr")
+    monkeypatch.setattr(_filtered, "FILTER_MIN_ROWS", 0)
+    with spectral.solve_log() as log:
+        top_eigenvectors(P, 8)
+    assert [e["rows"] for e in log] == [2500, 2100] and all(e["converged"] for e in log)

@@ -398,3 +398,20 @@ def test_labels_reach_the_stages_as_four_byte_integers_when_they_fit():
         out = _labels(sub)
         np.testing.assert_array_equal(out, y)
         assert out.dtype == (np.int32 if name == "small" else y.dtype)
+
+
+@pytest.mark.filterwarnings("ignore:kNN graph")   # the three blobs' neighbour lists do not meet: not the point here
+def test_the_embed_stage_records_its_arpack_solves(tmp_path, blob_file, make_config, monkeypatch):
+    """Each ARPACK solve's iterations and products reach the run's record (on the sparse kNN graph, filtered)."""
+    from bigclust.algo import _filtered
+    monkeypatch.setattr(_filtered, "FILTER_MIN_ROWS", 0)
+    cfg = _with(make_config(blob_file, '[embed]\neigensolver = "eigsh"\n'), "gamma = 1.0",
+                'gamma = 1.0\nkind = "knn"\nn_neighbors = 10')
+    recs = run(cfg)
+    assert [r["method"] for r in recs] == ["kmeans", "ra", "ncut"] and "eigen_solves" not in recs[0]
+    for r in recs[1:]:
+        (solve,) = r["eigen_solves"]
+        assert solve["rows"] == 150 and solve["k"] == 3 and solve["converged"] and solve["iterations"] >= 1
+        assert solve["filter_degree"] == _filtered.DEGREE and solve["products"] > solve["ncv"] * _filtered.DEGREE
+    js = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [r.get("eigen_solves") for r in js] == [r.get("eigen_solves") for r in recs]

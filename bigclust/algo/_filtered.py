@@ -21,6 +21,8 @@ returns None and the caller runs ARPACK on P itself.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import mmap
 
 import numpy as np
@@ -48,6 +50,38 @@ ROTATE_ROWS = 1 << 16
 #: and 31) agree to 6.1e-8 rad, and 1e-8 lands within 8.4e-8 rad of them in 1368 filter steps instead of 1600
 #: (218 s instead of 286 s); on the 1M SK graph within 3.5e-9 rad in 800 steps instead of 880
 TOL = 1e-8
+
+
+#: the list :func:`solve_log` collects into (None: not collecting)
+_LOG = contextvars.ContextVar("bigclust_solve_log", default=None)
+
+
+@contextlib.contextmanager
+def solve_log():
+    """Collect what each ARPACK solve of at least :data:`FILTER_MIN_ROWS` rows inside the block did.
+
+    Yields a list that gets one dict per solve: ``rows``, ``k``, ``ncv`` (ARPACK's basis: n x ncv doubles),
+    ``iterations`` (ARPACK's Arnoldi update iterations, the first included: what ``maxiter`` bounds; it stops
+    at the first one past it), ``products`` (products by P, the filter's and its probe's included),
+    ``filter_degree`` (0: ARPACK on P itself) and ``converged`` (false also for a filtered solve whose values
+    were refused; the caller's solve of P itself follows as its own entry).  The iterations are what grows
+    when the top of the spectrum flattens with n; the embed stage records the list.
+    """
+    log = []
+    token = _LOG.set(log)
+    try:
+        yield log
+    finally:
+        _LOG.reset(token)
+
+
+def _logged(**fields):
+    """The entry of the solve running now in the active :func:`solve_log` (a scratch dict when none is)."""
+    log = _LOG.get()
+    entry = dict(fields)
+    if log is not None:
+        log.append(entry)
+    return entry
 
 
 def start_vector(v0):
@@ -110,7 +144,7 @@ def probe_cut(matvec, v0, k: int, rho: float, steps: int = PROBE_STEPS) -> float
     return t - 0.1 * (rho - t)
 
 
-def lean_eigsh(op, k: int, v0, tol: float, maxiter: int):
+def lean_eigsh(op, k: int, v0, tol: float, maxiter: int, entry=None):
     """``eigsh(op, k, which="LA", v0=v0, tol=tol, maxiter=maxiter)`` (the same bits), its Ritz vectors formed in
     ARPACK's own n x ncv basis; ``v0`` may be a callable (:func:`start_vector`).
 
@@ -120,7 +154,8 @@ def lean_eigsh(op, k: int, v0, tol: float, maxiter: int):
     memory whose columns past the k returned are given back before they are copied out in C order, so the
     end of the solve holds no more than its iterations did.  Reached through scipy's
     ARPACK driver (``_SymmetricArpackParams``, from scipy 1.15's C ARPACK); below :data:`FILTER_MIN_ROWS`
-    rows, or with another scipy, ``eigsh`` itself.
+    rows, or with another scipy, ``eigsh`` itself.  The solve is logged (:func:`solve_log`) in ``entry``, if
+    given (its ``filter_degree`` P-products an application of ``op``), else in a new one.
     """
     from scipy.sparse.linalg import aslinearoperator, eigsh
     from scipy.sparse.linalg._eigen.arpack import arpack as ar
@@ -128,13 +163,25 @@ def lean_eigsh(op, k: int, v0, tol: float, maxiter: int):
     n = op.shape[0]
     if n < FILTER_MIN_ROWS or not hasattr(ar, "_arpacklib") or not hasattr(ar, "HOWMNY_DICT"):
         return eigsh(op, k=k, which="LA", v0=start_vector(v0), tol=tol, maxiter=maxiter)
-    params = ar._SymmetricArpackParams(n, k, "d", aslinearoperator(op).matvec, 1, None, None, None, None,
+    entry = _logged(rows=n, k=k, ncv=0, iterations=0, products=0, filter_degree=0, converged=False) \
+        if entry is None else entry
+    product, per = aslinearoperator(op).matvec, entry["filter_degree"] or 1
+
+    def counted(x):
+        entry["products"] += per
+        return product(x)
+    params = ar._SymmetricArpackParams(n, k, "d", counted, 1, None, None, None, None,
                                        start_vector(v0), maxiter, "LA", tol, np.random.default_rng())
+    entry["ncv"] = int(params.ncv)
     basis = mmap.mmap(-1, params.v.nbytes)   # anonymous memory: the columns past the k kept go back to the OS
     params.v = np.frombuffer(basis, dtype=np.float64).reshape(params.v.shape)
-    while not params.converged:
-        follow_share()   # on a cluster: the cores a stage beside this one gave back
-        params.iterate()
+    try:
+        while not params.converged:
+            follow_share()   # on a cluster: the cores a stage beside this one gave back
+            params.iterate()
+    finally:
+        entry["iterations"] = int(params.arpack_dict["iter"])
+    entry["converged"] = True
     params.arpack_dict["info"] = 0
     d = np.zeros(k)
     z = params.v.reshape(-1).reshape(params.v.shape, order="F")   # ARPACK's column-major view of its basis
@@ -169,7 +216,12 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = TOL, 
     """
     from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator
 
-    c = probe_cut(matvec, start_vector(v0), k, rho)
+    entry = _logged(rows=n, k=k, ncv=0, iterations=0, products=0, filter_degree=degree, converged=False)
+
+    def probe(x):
+        entry["products"] += 1
+        return matvec(x)
+    c = probe_cut(probe, start_vector(v0), k, rho)
     if c <= -0.5 * rho:   # no useful pass band: the filter would only cost products
         return None
     scale, shift = 2.0 / (c + rho), (c - rho) / (c + rho)   # t(x) = scale x - shift
@@ -213,11 +265,13 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = TOL, 
 
     try:
         theta, V = lean_eigsh(LinearOperator((n, n), matvec=filtered, rmatvec=filtered, dtype=np.float64), k, v0,
-                              tol, MAX_RESTARTS)
+                              tol, MAX_RESTARTS, entry)
     except ArpackNoConvergence:   # not within a few times the restarts a sound cut takes
         return None
     if not theta.min() > 1.0:   # an eigenvalue at or below the cut: the filter's order is not P's
+        entry["converged"] = False   # the caller solves P itself (its own entry)
         return None
+    entry["products"] += k
     H = np.empty((k, k))
     for j in range(k):           # V^T P V a column at a time: no second n x k array
         H[:, j] = V.T @ matvec(V[:, j])

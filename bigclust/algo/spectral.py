@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 from bigclust._util.errors import UserError
 from bigclust.algo._amg import AMG_TOL, have_pyamg, lobpcg_amg as _lobpcg_amg  # noqa: F401 (public names)
+from bigclust.algo._filtered import solve_log  # noqa: F401 (public: what the large solves did)
 
 EIGH_MAX_N = 2000  # above this a full dense eigendecomposition costs more than Lanczos
 

@@ -114,8 +114,7 @@ def mbbs_memory(Ks, p, y):
 
     from bigclust.normalize import mbbs
     Ks = [K.astype(np.float64) for K in Ks]
-    P, info = mbbs(Ks, lam=p.lam, n_outer=p.n_outer, solver="dual", n_iter=p.n_iter, tol=p.tol, return_info=True)
-    return P, info
+    return mbbs(Ks, lam=p.lam, n_outer=p.n_outer, solver="dual", n_iter=p.n_iter, tol=p.tol, return_info=True)
 
 
 # -- checks before any work (Method.check) ------------------------------------------------------------
@@ -298,7 +297,6 @@ def _set_aside(Ks, n_in, n_out, labels, p):
     import numpy as np
 
     from bigclust.algo.small_components import small_component_rows
-
     rows = small_component_rows(labels, n_out, p.k, p.min_component) if n_out > max(n_in) else np.empty(0, int)
     if not rows.size:
         return rows, None, 0
@@ -335,8 +333,9 @@ def _renumber(Ks, n_in, m, y):
     return order, (None if y is None else np.asarray(y)[order])
 
 
-#: what the embed stage records of its two steps, normalise and eigenvectors (``eigen``): wall and CPU
-#: seconds (of the process running the stage, all its threads) and its peak RSS after the step, in MB
+#: what the embed stage records of its two steps, normalise and eigenvectors (``eigen``): wall and CPU seconds
+#: (of the process running the stage, all its threads) and its peak RSS after the step, in MB; and
+#: ``eigen_solves``, each large ARPACK solve's iterations and products (:func:`bigclust.algo.spectral.solve_log`)
 STEP_ATTRS = tuple(f"{s}_{w}" for s in ("normalize", "eigen") for w in ("seconds", "cpu_seconds", "peak_rss_mb"))
 
 
@@ -365,7 +364,7 @@ def _embed_streamed(g, P, scale, info, t_norm, p: EmbedParams, y, **extra):
     from bigclust.normalize import quality_from_sums, quality_partial
     from bigclust.normalize.ooc import blocked_matvec_operator
     from bigclust._util.plan import consumer_rows
-    from bigclust.algo.spectral import embed as spectral_embed
+    from bigclust.algo.spectral import embed as spectral_embed, solve_log
     from bigclust.pipeline.store import write_dense
 
     n = P.shape[0]
@@ -374,8 +373,9 @@ def _embed_streamed(g, P, scale, info, t_norm, p: EmbedParams, y, **extra):
         base = op
         op = LinearOperator((n, n), matvec=lambda v: scale * (base @ (scale * np.ravel(v))), dtype=np.float64)
     t0, c0 = time.perf_counter(), time.process_time()
-    E = spectral_embed(op, p.k, solver="eigsh", random_state=p.seed)
-    extra.update(_usage("eigen", t0, c0))
+    with solve_log() as solves:
+        E = spectral_embed(op, p.k, solver="eigsh", random_state=p.seed)
+    extra.update(_usage("eigen", t0, c0), eigen_solves=solves)
     rows = consumer_rows("operator", n, 8, p.max_memory)  # one more streaming pass for MB (and MC)
     rs, rc = np.empty(n), np.empty(n)
     yq = y if y is not None else np.zeros(n, np.int64)
@@ -407,7 +407,7 @@ def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, mbmc, o
     import scipy.sparse as sp
 
     from bigclust.algo.small_components import drop_rows, extend
-    from bigclust.algo.spectral import embed as spectral_embed, in_original_row_order
+    from bigclust.algo.spectral import embed as spectral_embed, in_original_row_order, solve_log
     from bigclust.pipeline.store import write_dense
 
     mb, mc = mbmc
@@ -418,13 +418,14 @@ def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, mbmc, o
         in_original_row_order(P, order)
     if len(aside):
         drop_rows(P, aside)
-    E = spectral_embed(P, p.k, solver=p.eigensolver, random_state=p.seed, order=order)
+    with solve_log() as solves:
+        E = spectral_embed(P, p.k, solver=p.eigensolver, random_state=p.seed, order=order)
     if len(aside):
         R = sp.csr_matrix(aside_rows)
         if order is not None:   # P's numbering -> the data's, where E's rows are
             aside, R = order[aside], sp.csr_matrix((R.data, order[R.indices], R.indptr), shape=R.shape)
         extend(E, aside, R)
-    extra.update(_usage("eigen", t0, c0))
+    extra.update(_usage("eigen", t0, c0), eigen_solves=solves)
     with store.write("embed", key, attrs) as g:
         write_dense(g, "E", E)
         g.attrs.update({"normalize_seconds": t_norm, "MB": float(mb), "MC": float(mc),
@@ -459,7 +460,7 @@ register_stage(StageDef("embed", _build_embed, embed, "E",
                         where=lambda p: "task" if p.in_memory else "here",
                         fresh=lambda p: p.in_memory and p.n_samples >= FRESH_WORKER_ROWS,
                         report=("MB", "MC", "norm_n_iter", "row_err", "history", "alpha", "components", "set_aside",
-                                *STEP_ATTRS),
+                                *STEP_ATTRS, "eigen_solves"),
                         describe=lambda p: fmt_params(p.method_params) + ("" if p.in_memory else " (out of core)")))
 
 
