@@ -333,3 +333,65 @@ def test_a_split_graph_logs_one_solve_per_block_arpack_solves(monkeypatch):
     with spectral.solve_log() as log:
         top_eigenvectors(P, 8)
     assert [e["rows"] for e in log] == [2500, 2100] and all(e["converged"] for e in log)
+
+
+def test_a_large_block_s_solve_holds_only_arpack_s_and_the_filter_s_vectors(monkeypatch):
+    """Through a block of a renumbered split graph (the 8.1M BBS-dual path): while the filter runs, what is traced
+    is ARPACK's work (3m) and residual (m) vectors, the filter's two n-vectors and two index vectors (P's rows by
+    component, the block's rows sorted) -- no map of P's rows to M's or to places in a block, and no product
+    allocates its result (it is written into ARPACK's work vector)."""
+    import tracemalloc
+
+    from bigclust.algo import _spectral_numba
+    A, B = _graph(n=12000, seed=5, blobs=4), _graph(n=9000, seed=6, blobs=3)
+    M = sp.block_diag([A, B], format="csr").astype(np.float32)
+    n, m, k = M.shape[0], A.shape[0], 6
+    P, order = spectral.local_order(M)
+    monkeypatch.setattr(_filtered, "FILTER_MIN_ROWS", 0)
+    monkeypatch.setattr(spectral, "FLOAT32_OPERATOR_NNZ", 0)       # every block through _block_eigsh
+    real, seen = _spectral_numba.csr_rows_chebyshev_step, []
+
+    def step(*a):
+        if a[3].size == m:   # A's block (rows)
+            seen.append(tracemalloc.get_traced_memory())
+            tracemalloc.reset_peak()
+        return real(*a)
+    spectral._by_component(P, k, 0, order=order)   # the kernels loaded (Numba's cache) before any tracing
+    monkeypatch.setattr(_spectral_numba, "csr_rows_chebyshev_step", step)
+    tracemalloc.start()
+    w, V = spectral._by_component(P, k, 0, order=order)
+    tracemalloc.stop()
+    held = max(cur for cur, _ in seen)             # A's block is solved first: nothing of B's is held yet
+    assert held < (4 * m + 2 * n) * 8 + (n + m) * 4 + 4 * n, (held, m, n)   # the three index arrays: 8n + 4m more
+    # no vector per product (the first step's interval holds a fixed 0.25 MB of Numba's, the same at twice n)
+    assert max(pk - cur for (cur, _), (_, pk) in zip(seen[1:], seen[2:])) < m * 4
+    w0, V0 = top_eigenvectors(M, k, solver="arpack")
+    np.testing.assert_allclose(w, w0, rtol=0, atol=1e-9)
+    assert np.max(subspace_angles(V, V0)) < 1e-6
+
+
+def test_a_connected_graph_s_filter_allocates_one_vector_per_product(monkeypatch):
+    """The filter writes into ARPACK's work vector: while it runs, what is traced is ARPACK's work (3n) and
+    residual (n) vectors, one scratch n-vector, and the renumbered P with its order."""
+    import tracemalloc
+
+    from bigclust.algo import _spectral_numba
+    P = _graph(n=12000, seed=7).astype(np.float32)
+    n = P.shape[0]
+    monkeypatch.setattr(_filtered, "FILTER_MIN_ROWS", 0)
+    monkeypatch.setattr(spectral, "REORDER_MIN_ROWS", 0)
+    top_eigenvectors(P, 6)                         # the kernels loaded before any tracing
+    real, seen = _spectral_numba.csr_chebyshev_step, []
+
+    def step(*a):
+        seen.append(tracemalloc.get_traced_memory()[0])
+        return real(*a)
+    monkeypatch.setattr(_spectral_numba, "csr_chebyshev_step", step)
+    tracemalloc.start()
+    w, V = top_eigenvectors(P, 6)
+    tracemalloc.stop()
+    renumbered = P.nnz * 8 + (n + 1) * 4 + n * 4   # values and indices, indptr, order
+    assert max(seen[1:]) < 5 * n * 8 + renumbered + 6 * n, (max(seen), n)   # before: a second scratch vector
+    w0, V0 = top_eigenvectors(P, 6, solver="arpack")
+    np.testing.assert_allclose(w, w0, rtol=0, atol=1e-9)
+    assert np.max(subspace_angles(V, V0)) < 1e-6

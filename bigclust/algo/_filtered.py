@@ -92,15 +92,17 @@ def start_vector(v0):
 
 def start(n, random_state, order=None, scatter=False):
     """ARPACK's start vector, as a callable (:func:`start_vector`): ``n`` draws of
-    ``random_state`` in M's numbering, renumbered by ``order`` (``v[order]``; ``scatter``: ``v[order] = draws``)."""
+    ``random_state`` in M's numbering, renumbered by ``order`` (``v[order]``; ``scatter``: ``v[order] = draws``),
+    an array or a callable that makes it when the vector is drawn."""
     def draw():
         v = np.random.default_rng(random_state).uniform(0.5, 1.5, n)
         if order is None:
             return v
+        idx = order() if callable(order) else order
         if not scatter:
-            return v[order]
+            return v[idx]
         out = np.empty(n)
-        out[order] = v
+        out[idx] = v
         return out
     return draw
 
@@ -144,7 +146,7 @@ def probe_cut(matvec, v0, k: int, rho: float, steps: int = PROBE_STEPS) -> float
     return t - 0.1 * (rho - t)
 
 
-def lean_eigsh(op, k: int, v0, tol: float, maxiter: int, entry=None):
+def lean_eigsh(op, k: int, v0, tol: float, maxiter: int, entry=None, into=None):
     """``eigsh(op, k, which="LA", v0=v0, tol=tol, maxiter=maxiter)`` (the same bits), its Ritz vectors formed in
     ARPACK's own n x ncv basis; ``v0`` may be a callable (:func:`start_vector`).
 
@@ -155,7 +157,8 @@ def lean_eigsh(op, k: int, v0, tol: float, maxiter: int, entry=None):
     end of the solve holds no more than its iterations did.  Reached through scipy's
     ARPACK driver (``_SymmetricArpackParams``, from scipy 1.15's C ARPACK); below :data:`FILTER_MIN_ROWS`
     rows, or with another scipy, ``eigsh`` itself.  The solve is logged (:func:`solve_log`) in ``entry``, if
-    given (its ``filter_degree`` P-products an application of ``op``), else in a new one.
+    given (its ``filter_degree`` P-products an application of ``op``), else in a new one.  ``into(x, out)``,
+    if given, writes ``op @ x`` into ``out``: ARPACK's own work vector, so no product allocates its result.
     """
     from scipy.sparse.linalg import aslinearoperator, eigsh
     from scipy.sparse.linalg._eigen.arpack import arpack as ar
@@ -169,7 +172,11 @@ def lean_eigsh(op, k: int, v0, tol: float, maxiter: int, entry=None):
 
     def counted(x):
         entry["products"] += per
-        return product(x)
+        if into is None:
+            return product(x)
+        y = params.workd[params.ipntr[1]:params.ipntr[1] + n]   # where ARPACK copies the result: a no-op then
+        into(np.ravel(x), y)
+        return y
     params = ar._SymmetricArpackParams(n, k, "d", counted, 1, None, None, None, None,
                                        start_vector(v0), maxiter, "LA", tol, np.random.default_rng())
     entry["ncv"] = int(params.ncv)
@@ -241,31 +248,38 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = TOL, 
         from bigclust.algo._spectral_numba import csr_chebyshev_step
         ip, ix, data = csr
 
-        def filtered(x):   # the same recurrence, each step fused (two n-vectors, ARPACK's x kept)
-            t0 = np.array(np.ravel(x), dtype=np.float64)
-            t1 = np.empty(n)
+        def filtered_into(x, out):   # the same recurrence, each step fused (ARPACK's x kept, one more n-vector)
+            scratch = np.empty(n)
+            # each step writes the older of the two vectors: the last one lands in out
+            t0, t1 = (out, scratch) if (degree - 1) % 2 else (scratch, out)
+            t0[:] = x
             csr_chebyshev_step(ip, ix, data, t0, t1, scale, shift, False)
             for _ in range(degree - 1):
                 csr_chebyshev_step(ip, ix, data, t1, t0, 2.0 * scale, 2.0 * shift, True)
                 t0, t1 = t1, t0
-            return t1
     else:   # P's block on rows: the recurrence on P's numbering, x in and out on rows
-        from bigclust.algo._spectral_numba import csr_rows_chebyshev_step
+        from bigclust.algo._spectral_numba import csr_rows_chebyshev_step, put_rows, take_rows
         ip, ix, data = csr
         full = np.zeros((2, ip.shape[0] - 1))   # never read off the block's rows
 
-        def filtered(x):
+        def filtered_into(x, out):
             t0, t1 = full
-            t0[rows] = np.ravel(x)
+            put_rows(t0, rows, x)
             csr_rows_chebyshev_step(ip, ix, data, rows, t0, t1, scale, shift, False)
             for _ in range(degree - 1):
                 csr_rows_chebyshev_step(ip, ix, data, rows, t1, t0, 2.0 * scale, 2.0 * shift, True)
                 t0, t1 = t1, t0
-            return t1[rows]
+            take_rows(t1, rows, out)
+
+    if csr is not None:
+        def filtered(x):
+            out = np.empty(n)
+            filtered_into(np.ravel(x), out)
+            return out
 
     try:
         theta, V = lean_eigsh(LinearOperator((n, n), matvec=filtered, rmatvec=filtered, dtype=np.float64), k, v0,
-                              tol, MAX_RESTARTS, entry)
+                              tol, MAX_RESTARTS, entry, None if csr is None else filtered_into)
     except ArpackNoConvergence:   # not within a few times the restarts a sound cut takes
         return None
     if not theta.min() > 1.0:   # an eigenvalue at or below the cut: the filter's order is not P's

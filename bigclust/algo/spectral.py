@@ -178,11 +178,8 @@ def _by_component(P, k, random_state, order=None, filtered=True):
     Each block is taken from P's arrays as it is needed -- a copy of its own
     rows in P's stored order and dtype, or none above
     :data:`FLOAT32_OPERATOR_NNZ` entries (ARPACK multiplies through the block's
-    rows of P) -- never a float64 or renumbered copy of the whole of P: the
-    8.1M-row BBS-dual embed stage's worker held 7.72 GB with those copies;
-    its steps without them, through ARPACK's first restarts, peak at 3.39 GB
-    in one process.  Up to that size the eigenpairs are the copies' bit for
-    bit; above it ARPACK sees the block's rows in P's order (:func:`_block_eigsh`).
+    rows of P, :func:`_block_eigsh`) -- never a float64 or renumbered copy of the
+    whole of P (the 8.1M-row BBS-dual embed stage's worker held 7.72 GB with them).
     """
     P = sp.csr_matrix(P)   # shares a CSR's arrays
     n = P.shape[0]
@@ -194,20 +191,21 @@ def _by_component(P, k, random_state, order=None, filtered=True):
         np.minimum.at(first, lab_m, np.arange(n))
         lab = inverse(np.argsort(first, kind="stable"))[lab_m]
         del lab_m   # n-vectors are 65 MB each at 8.1M rows: none kept that the solves do not read
-    byc = np.argsort(lab, kind="stable").astype(P.indices.dtype, copy=False)   # M's rows, component after component
-    rows_p = byc if order is None else inverse(order)[byc]   # where they are in P
+    rows_p = np.argsort(lab, kind="stable").astype(P.indices.dtype, copy=False)   # M's rows, component after
+    if order is not None:                                                          # component, where they are in P
+        rows_p = inverse(order)[rows_p]
     off = np.concatenate([[0], np.cumsum(np.bincount(lab, minlength=ncomp))])
-    pos = np.empty(n, dtype=P.indices.dtype)   # P's column -> its place in its block
-    pos[rows_p] = np.arange(n) - off[lab[byc]]
     del lab
+    in_m = (lambda r: r) if order is None else order.__getitem__   # P's rows -> M's, made when a solve ends
     cand_val, cand_comp, cand_rank, cand_vec = [], [], [], []   # per candidate; vectors as (rows, values)
     single = np.flatnonzero(np.diff(off) == 1)
     if single.size:  # vectorised: a point alone is an eigenvector with its diagonal entry as eigenvalue
-        rows = off[single]
-        cand_val.append(P.diagonal()[rows_p[rows]].astype(np.float64))
+        rows = rows_p[off[single]]
+        cand_val.append(P.diagonal()[rows].astype(np.float64))
         cand_comp.append(single)
         cand_rank.append(np.zeros(single.size, dtype=np.int64))
-        cand_vec.extend((byc[r:r + 1], np.ones(1)) for r in rows)
+        cand_vec.extend((r, np.ones(1)) for r in np.split(in_m(rows), rows.size))
+    pos = None   # P's column -> its place in its block, written for each block it serves
     for c in np.flatnonzero(np.diff(off) > 1):
         a, b = off[c], off[c + 1]
         m, rows = b - a, rows_p[a:b]
@@ -215,19 +213,21 @@ def _by_component(P, k, random_state, order=None, filtered=True):
         nnz = int(P.indptr[rows + 1].sum() - P.indptr[rows].sum())
         small = m <= max(EIGH_MAX_N, k + 1)
         if small or nnz <= FLOAT32_OPERATOR_NNZ:
+            pos = np.empty(n, dtype=P.indices.dtype) if pos is None else pos
+            pos[rows] = np.arange(m)
             B = _take_block(P, rows, pos, np.float64 if small else P.dtype)
         if small:
             w, U = np.linalg.eigh(B.toarray())
             w, U = w[::-1][:kk], U[:, ::-1][:, :kk]
         else:  # the same ARPACK call (and fallback) as a connected graph gets
             w, U = _iterative(B, kk, "eigsh", random_state, filtered=filtered) if nnz <= FLOAT32_OPERATOR_NNZ else \
-                _block_eigsh(P, rows, pos, kk, random_state, filtered)
+                _block_eigsh(P, rows, kk, random_state, filtered)
             o = np.argsort(w)[::-1]
             w, U = w[o], U[:, o]
         cand_val.append(w)
         cand_comp.append(np.full(kk, c))
         cand_rank.append(np.arange(kk))
-        cand_vec.extend((byc[a:b], U[:, j]) for j in range(kk))
+        cand_vec.extend((in_m(rows), U[:, j]) for j in range(kk))
     val, comp, rank = (np.concatenate(x) for x in (cand_val, cand_comp, cand_rank))
     # candidates were appended singles first, then blocks: sort by value, then component, then rank
     pick = np.lexsort((rank, comp, -val))[:k]
@@ -252,17 +252,15 @@ def _take_block(P, rows, pos, dtype):
     return B
 
 
-def _block_eigsh(P, rows, pos, k, random_state, filtered=True):
+def _block_eigsh(P, rows, k, random_state, filtered=True):
     """:func:`_iterative`'s ``eigsh`` on P's block of ``rows`` (M's order), without copying it.
 
-    ARPACK multiplies by the block with its rows in P's order (``pos`` is
-    overwritten for them), reading x by P's own column numbers from an
-    n-vector, so no entry pays a renaming gather.  8.1M rows, 108.9M entries,
-    one thread, same run (load 9-10): 1.38 CPU s a product, scipy's on a
-    float64 copy 1.34, which needed that 1.3 GB copy.  Each row sums in P's
-    stored order with its values widened.  The start vector is drawn in M's
-    order and the vectors return in it.  If ARPACK does not converge the
-    block is copied for LOBPCG.
+    ARPACK multiplies by the block with its rows in P's order, reading x by P's own column numbers from an
+    n-vector, so no entry pays a renaming gather.  8.1M rows, 108.9M entries, one thread, same run (load 9-10):
+    1.38 CPU s a product, scipy's on a float64 copy 1.34, which needed that 1.3 GB copy.  Each row sums in P's
+    stored order with its values widened.  The start vector is drawn in M's order and the vectors return in it
+    (where each of ``rows`` is in P's order is found then, not held through the solve).  If ARPACK does not
+    converge the block is copied for LOBPCG.
     """
     from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator
 
@@ -271,8 +269,9 @@ def _block_eigsh(P, rows, pos, k, random_state, filtered=True):
 
     m = rows.size
     srt = np.sort(rows)
-    pos[srt] = np.arange(m, dtype=pos.dtype)
-    back = pos[rows]   # M's place t in the block -> P's
+
+    def back():   # M's place t in the block -> P's order (rows is a permutation of srt)
+        return np.searchsorted(srt, rows).astype(rows.dtype, copy=False)
 
     def matvec(x):   # the filter's steps do not call it: its n-vector exists during a product only
         full = np.zeros(P.shape[0])   # x by P's row numbers: read only on the block's rows
@@ -286,8 +285,10 @@ def _block_eigsh(P, rows, pos, k, random_state, filtered=True):
     except ArpackNoConvergence:
         warnings.warn(f"eigsh did not converge for k={k}, n={m}; falling back to lobpcg", RuntimeWarning,
                       stacklevel=4)
-        return _lobpcg(_take_block(P, srt, pos, P.dtype), k, random_state, inverse(back))   # B's row i is M's place inverse(back)[i]
-    return w, U[back]
+        pos = np.empty(P.shape[0], dtype=P.indices.dtype)   # the copy's row i is M's place inverse(back)[i]
+        pos[srt] = np.arange(m)
+        return _lobpcg(_take_block(P, srt, pos, P.dtype), k, random_state, inverse(back()))
+    return w, U[back()]
 
 
 def _arpack(op, k, v0, P=None, rows=None):
