@@ -399,15 +399,14 @@ def _embed_streamed(g, P, scale, info, t_norm, p: EmbedParams, y, **extra):
 def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, mbmc, order=None, aside=(), aside_rows=None,
                      **extra):
     """Spectral embedding and the stage's arrays/attributes (``mbmc``: P's MB and MC) for an in-memory P.
-
-    ``order``: P is renumbered by it (:func:`embed`); E is written in the data's numbering.
-    ``aside``: P's rows that get no eigenvector (:func:`_set_aside`), embedded through the kernel's rows
-    ``aside_rows`` (P's numbering, as ``aside``).
+    ``order``: P is renumbered by it (:func:`embed`); E is written in the data's numbering.  ``aside``: P's rows
+    that get no eigenvector (:func:`_set_aside`), embedded through the kernel's rows ``aside_rows`` (P's numbering).
     """
     import scipy.sparse as sp
 
     from bigclust.algo.small_components import drop_rows, extend
     from bigclust.algo.spectral import embed as spectral_embed, in_original_row_order, solve_log
+    from bigclust.pipeline.resumable import release_heap
     from bigclust.pipeline.store import write_dense
 
     mb, mc = mbmc
@@ -418,6 +417,7 @@ def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, mbmc, o
         in_original_row_order(P, order)
     if len(aside):
         drop_rows(P, aside)
+    release_heap()   # the normaliser's freed temporaries, before the solve (the stage's peak): 1M BBS-dual, 32 MiB
     with solve_log() as solves:
         E = spectral_embed(P, p.k, solver=p.eigensolver, random_state=p.seed, order=order)
     if len(aside):
