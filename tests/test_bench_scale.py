@@ -77,3 +77,14 @@ def test_mnist_8m_config_matches_bench_defaults_and_sizes(tmp_path):
     assert bs._settings(None, None, None)[1] == list(bs.SIZES)
     with pytest.raises(Exception, match="between 100 and 1000000"):
         bs._settings("mnist-1m", [2_000_000], None)
+
+
+def test_the_report_names_each_method_s_largest_arpack_solve():
+    solve = {"rows": 150000, "k": 10, "ncv": 21, "iterations": 12, "products": 800, "filter_degree": 8,
+             "converged": True}
+    res = bs.scale_result([150000], {"knn": [1.0]}, {"knn": [1]},
+                          extra={"eigen_solves": {150000: {"sk": [solve], "bbs": [{**solve, "rows": 200},
+                                                                                  {**solve, "iterations": 30}],
+                                                           "none": []}}})
+    assert "ARPACK n=150000: sk 12 iterations, 800 products, bbs 30 iterations, 800 products\n" in \
+        bs.format_report(res) + "\n"

@@ -114,7 +114,8 @@ def _config(base: dict, folder: Path, tags):
 def run_size(n, base_config, client, folder: Path, *, tags=tuple(METHODS), root=None, log=None,
              dataset="mnist-1m"):
     """One pipeline run on the first n rows of ``dataset``; returns (seconds per stage, peak RSS per stage, its
-    sum over processes, scores, peak RSS per process, the recall of its kNN graph: :func:`graph_recall`)."""
+    sum over processes, scores, peak RSS per process, the recall of its kNN graph: :func:`graph_recall`, each
+    method's ARPACK solves: the embed stage's ``eigen_solves``)."""
     from bigclust.report import tables as report
     from bigclust.datasets.registry import open_mnist1m
     from bigclust.pipeline.methods import get as get_method
@@ -129,7 +130,7 @@ def run_size(n, base_config, client, folder: Path, *, tags=tuple(METHODS), root=
         runner.source = open_mnist1m(n, root, name=dataset)
         runner.trials = []
         (point,) = list(cfg.points())
-        records, scores = [], {}
+        records, scores, solves = [], {}, {}
         for tag in tags:
             name = METHODS[tag][0]
             runner.tag = tag
@@ -137,6 +138,7 @@ def run_size(n, base_config, client, folder: Path, *, tags=tuple(METHODS), root=
             rec, _ = runner.run_instance(method, instances(cfg, [point], method)[0])
             records.append(rec)
             scores[tag] = {"acc": rec.get("acc_best_inertia"), "nmi": rec.get("nmi_best_inertia")}
+            solves[tag] = rec.get("eigen_solves", [])
         peaks.stage("report")
         runner.seconds["report"] = timed(lambda: report.write(cfg.resolve(cfg.sections["output"]["dir"]), records,
                                                               cfg, plots=False)).median
@@ -153,7 +155,7 @@ def run_size(n, base_config, client, folder: Path, *, tags=tuple(METHODS), root=
         peak[f"normalize_{tag}"] = peak[f"eigen_{tag}"] = pk
         peak_sum[f"normalize_{tag}"] = peak_sum[f"eigen_{tag}"] = peak_sum.pop(f"embed_{tag}", 0)
     # after the timed stages and outside their RSS peaks: a measurement of the graph, not a stage of the run
-    return sec, peak, peak_sum, scores, peaks.per_process, graph_recall(store, runner.done)
+    return sec, peak, peak_sum, scores, peaks.per_process, graph_recall(store, runner.done), solves
 
 
 def graph_recall(store, done, m=None, seed=0) -> dict:
@@ -283,6 +285,11 @@ def format_report(res: dict) -> str:
     for a, sc in res.get("scores", {}).items():
         lines.append(f"scores n={a}: " + ", ".join(f"{m} ACC {v['acc']:.3f} NMI {v['nmi']:.3f}"
                                                    for m, v in sc.items() if v.get("acc") is not None))
+    for a, by in res.get("eigen_solves", {}).items():   # the largest solve of each method
+        big = {m: max(sv, key=lambda e: e["rows"]) for m, sv in by.items() if sv}
+        if big:
+            lines.append(f"ARPACK n={a}: " + ", ".join(f"{m} {e['iterations']} iterations, {e['products']} products"
+                                                       for m, e in big.items()))
     return "\n".join(lines)
 
 
@@ -346,6 +353,9 @@ def bench_scale(sizes=None, *, dataset=None, methods=tuple(METHODS), repeats=1, 
             | {key: base["affinity"][key] for key in ("knn", "ivf_cells", "ivf_probe") if key in base["affinity"]},
             "rss_note": "peak_rss_bytes: largest RSS of one process (this one or a local-cluster worker) while the "
                         "stage ran; normalize_* and eigen_* share the embed stage's peak",
+            "eigen_solves_note": "eigen_solves: per size and method, each ARPACK solve of 2^17 rows or more "
+                                 "(rows, ncv, Arnoldi iterations, products by P, filter degree; "
+                                 "bigclust.algo.spectral.solve_log): what makes the eigenvectors' slope",
             "knn_recall_note": "knn_recall_at_10: recall@k (k = knn_recall_k, the graph's n_neighbors) of the stored "
                                "graph's lists (each row first, then its k - 1 nearest others) on knn_recall_sample "
                                "seeded rows against their exact lists (bigclust.algo.knn.knn_recall: a neighbour "
@@ -354,7 +364,7 @@ def bench_scale(sizes=None, *, dataset=None, methods=tuple(METHODS), repeats=1, 
     stages = list(stage_names(tags))
     seconds = {s: [] for s in stages}
     peak, peak_sum = {s: [] for s in stages}, {s: [] for s in stages}
-    done_n, scores, per_process, loads = [], {}, {}, {"load_before": [], "load_after": []}
+    done_n, scores, solves, per_process, loads = [], {}, {}, {}, {"load_before": [], "load_after": []}
     recall = {key: [] for key in ("knn_recall_at_10", "knn_recall_sample", "knn_recall_k", "knn_recall_cpu_seconds")}
     # --workdir with --keep: stores at fixed places, so the same command resumes a killed run (finished
     # stages are skipped and the kNN stage recomputes only its unfinished chunks); else a fresh folder
@@ -384,12 +394,13 @@ def bench_scale(sizes=None, *, dataset=None, methods=tuple(METHODS), repeats=1, 
                 for key, name in (("recall", "knn_recall_at_10"), ("sample", "knn_recall_sample"),
                                   ("k", "knn_recall_k"), ("cpu_seconds", "knn_recall_cpu_seconds")):
                     recall[name].append(runs[0][5].get(key))   # the first repeat's graph (the others: the same)
-                scores[n] = runs[0][3]
+                scores[n], solves[n] = runs[0][3], runs[0][6]
                 per_process[n] = runs[-1][4]
                 done_n.append(n)
                 res = scale_result(done_n, seconds, peak, peak_rss_sum=peak_sum,
                                    extra={**head, "load_avg_1min_now": load_avg()[0], **loads, **recall,
-                                          "scores": scores, "per_process_peak_rss_bytes": per_process})
+                                          "scores": scores, "eigen_solves": solves,
+                                          "per_process_peak_rss_bytes": per_process})
                 (out / "scale.json").write_text(json.dumps(res, indent=1, default=float))
                 plot(res, out / "scale.png")
     finally:
