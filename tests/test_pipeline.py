@@ -415,3 +415,6 @@ def test_the_embed_stage_records_its_arpack_solves(tmp_path, blob_file, make_con
         assert solve["filter_degree"] == _filtered.DEGREE and solve["products"] > solve["ncv"] * _filtered.DEGREE
     js = json.loads((tmp_path / "out" / "results.json").read_text())
     assert [r.get("eigen_solves") for r in js] == [r.get("eigen_solves") for r in recs]
+    import csv
+    rows = list(csv.DictReader((tmp_path / "out" / "results.csv").open()))
+    assert [json.loads(r["eigen_solves"]) for r in rows[1:]] == [r["eigen_solves"] for r in recs[1:]]   # JSON

@@ -154,8 +154,9 @@ def write(out_dir, records, cfg, *, plots=True, trials=(), picks=(), store=None)
         keys += [k for k in r if k not in keys]
     w = csv.DictWriter(buf, fieldnames=keys)
     w.writeheader()
-    for r in slim:
-        w.writerow({k: json.dumps(v, sort_keys=True) if isinstance(v, dict) else v for k, v in r.items()})
+    for r in slim:   # a dict, or a list of them (eigen_solves), as JSON; lists of numbers read the same either way
+        w.writerow({k: json.dumps(v, sort_keys=True) if isinstance(v, dict) or (
+            isinstance(v, list) and any(isinstance(e, dict) for e in v)) else v for k, v in r.items()})
     _atomic_write(out_dir / "results.csv", buf.getvalue())
     title = f"# {cfg.path.name}: {records[0]['dataset'] if records else ''}\n\n"
     nmi_line = ""
