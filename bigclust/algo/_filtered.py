@@ -75,10 +75,11 @@ def solve_log():
         _LOG.reset(token)
 
 
-def _logged(**fields):
-    """The entry of the solve running now in the active :func:`solve_log` (a scratch dict when none is)."""
+def _logged(n, k, degree):
+    """The entry of a solve of n rows starting now, in the active :func:`solve_log` (a scratch dict when none is)."""
     log = _LOG.get()
-    entry = dict(fields)
+    entry = {"rows": n, "k": k, "ncv": 0, "iterations": 0, "products": 0, "filter_degree": degree,
+             "converged": False}
     if log is not None:
         log.append(entry)
     return entry
@@ -166,8 +167,7 @@ def lean_eigsh(op, k: int, v0, tol: float, maxiter: int, entry=None, into=None):
     n = op.shape[0]
     if n < FILTER_MIN_ROWS or not hasattr(ar, "_arpacklib") or not hasattr(ar, "HOWMNY_DICT"):
         return eigsh(op, k=k, which="LA", v0=start_vector(v0), tol=tol, maxiter=maxiter)
-    entry = _logged(rows=n, k=k, ncv=0, iterations=0, products=0, filter_degree=0, converged=False) \
-        if entry is None else entry
+    entry = _logged(n, k, 0) if entry is None else entry
     product, per = aslinearoperator(op).matvec, entry["filter_degree"] or 1
 
     def counted(x):
@@ -223,7 +223,7 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = TOL, 
     """
     from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator
 
-    entry = _logged(rows=n, k=k, ncv=0, iterations=0, products=0, filter_degree=degree, converged=False)
+    entry = _logged(n, k, degree)
 
     def probe(x):
         entry["products"] += 1

@@ -265,7 +265,7 @@ def _block_eigsh(P, rows, k, random_state, filtered=True):
     from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator
 
     from bigclust.algo._filtered import start
-    from bigclust.algo._spectral_numba import csr_rows_matvec
+    from bigclust.algo._spectral_numba import csr_rows_matvec, put_rows
 
     m = rows.size
     srt = np.sort(rows)
@@ -275,7 +275,7 @@ def _block_eigsh(P, rows, k, random_state, filtered=True):
 
     def matvec(x):   # the filter's steps do not call it: its n-vector exists during a product only
         full = np.zeros(P.shape[0])   # x by P's row numbers: read only on the block's rows
-        full[srt] = np.ravel(x)
+        put_rows(full, srt, np.ravel(x))
         y = np.empty(m)
         csr_rows_matvec(P.indptr, P.indices, P.data, srt, full, y)
         return y
