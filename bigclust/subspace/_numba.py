@@ -15,12 +15,15 @@ fused update pass) is compiled with ``fastmath=ARITH``: only contraction into
 fused multiply-adds and reassociation of sums, so that the residual norms
 vectorise.  Both change results in their last bits only; no flag that assumes
 finite values or ignores signed zeros is set, so the threshold comparisons and
-the stopping tests keep IEEE semantics.
+the stopping tests keep IEEE semantics.  The row updates of the inverse and the
+mat-vec run in :mod:`bigclust.subspace._simd`, which emits the operations those
+loops compiled to, with the rows summed in vector registers.
 """
 import numpy as np
-from numba import prange
+from numba import prange, uint64
 
 from bigclust._util.jit import njit
+from bigclust.subspace._simd import add_rows, fma_rows, sub_rows
 
 #: the only fast-math flags used (see the module docstring)
 ARITH = {"contract", "reassoc"}
@@ -100,8 +103,8 @@ def cho_solve(L, rhs, out):
 
 #: the inverses of the ADMM are stored with rows of ``padded(k)`` doubles, a multiple of PAD: every row then
 #: starts on a 32-byte boundary (Numba aligns arrays to 32 bytes), which made the k = 50 mat-vec 1.7x faster
-#: than with rows of 50 (loads split across cache lines), and the triangular loops of
-#: :func:`spd_inverse_shifted` run over whole groups of PAD entries (no scalar remainder)
+#: than with rows of 50 (loads split across cache lines), and every row update runs over whole vectors of
+#: PAD doubles (:data:`bigclust.subspace._simd.LANES`, no scalar remainder)
 PAD = 8
 
 
@@ -111,9 +114,23 @@ def padded(k):
     return (k + PAD - 1) // PAD * PAD
 
 
+#: the padded rows' arrays start on a cache line (64 bytes; Numba's own arrays start 32 bytes into one here):
+#: a row then is whole vectors that never straddle two lines -- the k = 50 mat-vec took 152 ns on such
+#: rows against 265 ns on rows 32 bytes off a line (AVX-512 loads, one thread, medians of 9)
+ALIGN = 64
+
+
+@njit
+def aligned_empty(size):
+    """An uninitialised float64 array of ``size`` entries whose first one is on an :data:`ALIGN` boundary."""
+    per = ALIGN // 8
+    buf = np.empty(size + per)
+    off = (-(buf.ctypes.data // 8)) % per
+    return buf[off:off + size]
+
+
 @njit(fastmath=ARITH)
 def spd_inverse_shifted(G, shift, U, Y, M):
-    # long: three triangular phases (factor, triangular inverse, product), each a loop nest of the same shape
     """``M[:k, :k] = (G + shift I)^{-1}`` through its Cholesky factor; returns False if a pivot is not positive.
 
     G : IN (k, k) symmetric positive semi-definite.  shift : IN float > 0.
@@ -123,12 +140,12 @@ def spd_inverse_shifted(G, shift, U, Y, M):
     2. ``Y = U^{-T}`` (lower) from ``U^T Y = I``, row by row;
     3. ``M = Y^T Y``, the upper part of row p as ``sum_{t >= p} Y[t, p] Y[t, :]``, then mirrored
        (so M is exactly symmetric).
-    About k^3/2 multiply-adds in all (an LU inverse does 2 k^3), as row updates of four rows at a time
-    over row views that start on a multiple of PAD, each loop indexing its views from 0 (Numba cannot
-    prove a loop index that starts elsewhere non-negative, and its negative-index check stops the loop
-    vectoriser); the few entries past the triangle that this touches are zero or overwritten.
-    Measured at k = 50 (one thread, CPU time): 20 us against 46 us for ``np.linalg.inv``
-    (LAPACK getrf/getri).
+    About k^3/2 multiply-adds in all (an LU inverse does 2 k^3), each row summed in registers over the rows
+    before (1, 2) or after it (3), four at a time (:mod:`bigclust.subspace._simd`), from a column that is a
+    multiple of PAD; the few entries this touches past the triangle are zero or overwritten.  Indices are
+    unsigned: Numba then drops its negative-index checks.  Measured at k = 50 (one thread):
+    21 us, against 38 us for the same arithmetic as plain loops and 46 us (another host) for
+    ``np.linalg.inv`` (LAPACK getrf/getri).
     With shift >= rho > 0 the matrix is well conditioned (cond <= (||G|| + shift) / shift), so the
     factor needs no pivoting.
     """
@@ -136,83 +153,44 @@ def spd_inverse_shifted(G, shift, U, Y, M):
     kp = U.shape[0]
     for p in range(k):                                     # 1. Cholesky, U[p, lo:] from rows t < p
         lo = (p // PAD) * PAD
-        for q in range(kp):
-            U[p, q] = 0.0
-        for q in range(p, k):
-            U[p, q] = G[p, q]
-        U[p, p] += shift
-        up = U[p, lo:]
-        n = kp - lo
-        t = 0
-        while t + 4 <= p:
-            a0, a1, a2, a3 = U[t, p], U[t + 1, p], U[t + 2, p], U[t + 3, p]
-            u0, u1, u2, u3 = U[t, lo:], U[t + 1, lo:], U[t + 2, lo:], U[t + 3, lo:]
-            for q in range(n):
-                up[q] -= ((a0 * u0[q] + a1 * u1[q]) + a2 * u2[q]) + a3 * u3[q]
-            t += 4
-        while t < p:
-            a0 = U[t, p]
-            u0 = U[t, lo:]
-            for q in range(n):
-                up[q] -= a0 * u0[q]
-            t += 1
-        piv = U[p, p]
+        pu = uint64(p)
+        for q in range(uint64(kp)):
+            U[pu, q] = 0.0
+        for q in range(pu, uint64(k)):
+            U[pu, q] = G[pu, q]
+        U[pu, pu] += shift
+        sub_rows(U, p, lo, U, lo, U, p, 0, p, kp - lo)
+        piv = U[pu, pu]
         if not piv > 0.0:
             return False
         dia = np.sqrt(piv)
         inv = 1.0 / dia
-        for q in range(n):
-            up[q] *= inv
-        for q in range(lo, p):                             # below the diagonal: what the slices touched
-            U[p, q] = 0.0
-        U[p, p] = dia
+        for q in range(uint64(lo), uint64(kp)):
+            U[pu, q] *= inv
+        for q in range(uint64(lo), pu):                    # below the diagonal: what the row update touched
+            U[pu, q] = 0.0
+        U[pu, pu] = dia
     for p in range(k):                                     # 2. Y = U^{-T}, row p nonzero in [0, p]
         hi = (p // PAD) * PAD + PAD
-        yp = Y[p]
-        for q in range(kp):
-            yp[q] = 0.0
-        yp[p] = 1.0
-        t = 0
-        while t + 4 <= p:
-            a0, a1, a2, a3 = U[t, p], U[t + 1, p], U[t + 2, p], U[t + 3, p]
-            y0, y1, y2, y3 = Y[t], Y[t + 1], Y[t + 2], Y[t + 3]
-            for q in range(hi):
-                yp[q] -= ((a0 * y0[q] + a1 * y1[q]) + a2 * y2[q]) + a3 * y3[q]
-            t += 4
-        while t < p:
-            a0 = U[t, p]
-            y0 = Y[t]
-            for q in range(hi):
-                yp[q] -= a0 * y0[q]
-            t += 1
-        inv = 1.0 / U[p, p]
-        for q in range(hi):
-            yp[q] *= inv
+        pu = uint64(p)
+        for q in range(uint64(kp)):
+            Y[pu, q] = 0.0
+        Y[pu, pu] = 1.0
+        sub_rows(Y, p, 0, Y, 0, U, p, 0, p, hi)
+        inv = 1.0 / U[pu, pu]
+        for q in range(uint64(hi)):
+            Y[pu, q] *= inv
     for p in range(k):                                     # 3. M = Y^T Y, row p from column lo on
         lo = (p // PAD) * PAD
-        for q in range(kp):
-            M[p, q] = 0.0
-        mp = M[p, lo:]
-        t = p
-        while t + 4 <= k:
-            n = ((t + 3) // PAD) * PAD + PAD - lo          # Y[t + 3] is zero past column t + 3
-            a0, a1, a2, a3 = Y[t, p], Y[t + 1, p], Y[t + 2, p], Y[t + 3, p]
-            y0, y1, y2, y3 = Y[t, lo:], Y[t + 1, lo:], Y[t + 2, lo:], Y[t + 3, lo:]
-            for q in range(n):
-                mp[q] += ((a0 * y0[q] + a1 * y1[q]) + a2 * y2[q]) + a3 * y3[q]
-            t += 4
-        while t < k:
-            n = (t // PAD) * PAD + PAD - lo
-            a0 = Y[t, p]
-            y0 = Y[t, lo:]
-            for q in range(n):
-                mp[q] += a0 * y0[q]
-            t += 1
-    for p in range(k):                                     # the lower triangle mirrored: exactly symmetric
+        pu = uint64(p)
+        for q in range(uint64(kp)):
+            M[pu, q] = 0.0
+        add_rows(M, p, lo, Y, lo, Y, p, p, k, kp - lo)     # Y[t] is zero past column t: those terms add 0
+    for p in range(uint64(k)):                             # the lower triangle mirrored: exactly symmetric
         for q in range(p):
             M[p, q] = M[q, p]
-    for p in range(k, kp):
-        for q in range(kp):
+    for p in range(uint64(k), uint64(kp)):
+        for q in range(uint64(kp)):
             M[p, q] = 0.0
     return True
 
@@ -220,36 +198,17 @@ def spd_inverse_shifted(G, shift, U, Y, M):
 # ----------------------------------------------------------------------------- per-column ADMM (SSC, weighted)
 
 
-@njit(fastmath=ARITH)
+@njit
 def sym_matvec(M, rhs, out, k):
-    """``out[:k] = M[:k, :k] rhs[:k]`` for a symmetric ``M``, summed as ``sum_q M[q, :] rhs[q]``.
+    """``out[:kp] = M[:kp, :k] rhs[:k]`` for a symmetric ``M`` padded to kp columns (:data:`PAD`), summed as
+    ``sum_q M[q, :] rhs[q]``, one fused multiply-add per row in row order.
 
-    M : IN (>= k, >= k) symmetric, C-contiguous (its rows may be padded, see :data:`PAD`).
-    rhs : IN (>= k,).  out : OUT (>= k,) (may not alias rhs).
-    The inner loop runs over contiguous rows with independent updates, so it
-    vectorises; four rows are added per pass (fewer loads and stores of
-    ``out``), each product-and-add one fused multiply-add (``ARITH``).
+    M : IN (>= k, kp) symmetric, C-contiguous, zero past column k.  rhs : IN (>= k,).  out : OUT (kp,)
+    (may not alias rhs).  The result stays in registers through the k rows
+    (:func:`bigclust.subspace._simd.fma_rows`): at k = 50, 265 ns against 622 ns for the same sums as a loop
+    over four rows at a time, which loaded and stored ``out`` on each pass.
     """
-    for p in range(k):
-        out[p] = 0.0
-    q = 0
-    while q + 4 <= k:
-        r0 = rhs[q]
-        r1 = rhs[q + 1]
-        r2 = rhs[q + 2]
-        r3 = rhs[q + 3]
-        m0 = M[q]
-        m1 = M[q + 1]
-        m2 = M[q + 2]
-        m3 = M[q + 3]
-        for p in range(k):
-            out[p] = (((out[p] + m0[p] * r0) + m1[p] * r1) + m2[p] * r2) + m3[p] * r3
-        q += 4
-    while q < k:
-        rq = rhs[q]
-        for p in range(k):
-            out[p] += M[q, p] * rq
-        q += 1
+    fma_rows(M, rhs, out, k)
 
 
 @njit
@@ -318,14 +277,15 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax,
     Why the inverse and not two triangular solves with the Cholesky factor
     every iteration: a solve is a chain of k dependent steps, a mat-vec k
     independent row updates; at k = 50 two solves took 1.6 us per iteration
-    against 0.3 us for the mat-vec, while the inverse from the factor
-    (:func:`spd_inverse_shifted`, ~20 us) is paid once per value of rho
-    (about once per column on ``bigclust bench subspace``: see :data:`BALANCE`).
+    against 0.3 us for the mat-vec (0.15 us now, :func:`sym_matvec`), while the
+    inverse from the factor (:func:`spd_inverse_shifted`, ~20 us) is paid once
+    per value of rho (about once per column on ``bigclust bench subspace``: see
+    :data:`BALANCE`).
 
     G : IN (k, k).  b : IN (k,).  thr : IN (k,) >= 0.  U, Y : scratch (kp, kp), kp = ``padded(k)``.
     cache, keys, state : scratch of :func:`cached_inverse` (S, kp, kp), (S,), (1,);
     the caller empties ``keys`` (NaN) for every new G.
-    c, u, rhs, tr : scratch (k,) (tr = thr / rho, divided once per value of rho).
+    c : scratch (kp,).  u, rhs, tr : scratch (k,) (tr = thr / rho, divided once per value of rho).
     z : OUT (k,), the (exactly sparse) solution.
     Returns (iterations, converged).
     """
@@ -418,13 +378,13 @@ def admm_columns(D, X, nbr, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptiv
         A = np.empty((k, D.shape[1]))
         G = np.empty((k, k))
         kp = padded(k)
-        U = np.empty((kp, kp))
-        Y = np.empty((kp, kp))
-        cache = np.empty((INVERSE_SLOTS, kp, kp))
+        U = aligned_empty(kp * kp).reshape((kp, kp))
+        Y = aligned_empty(kp * kp).reshape((kp, kp))
+        cache = aligned_empty(INVERSE_SLOTS * kp * kp).reshape((INVERSE_SLOTS, kp, kp))
         keys = np.empty(INVERSE_SLOTS)
         state = np.zeros(1, dtype=np.int64)
         b = np.empty(k)
-        c = np.empty(k)
+        c = aligned_empty(kp)   # the mat-vec writes the padded width
         z = np.empty(k)
         u = np.empty(k)
         rhs = np.empty(k)
