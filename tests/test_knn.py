@@ -79,6 +79,23 @@ def test_approximate_libraries_exclude_self_and_find_the_neighbours(lib):
     np.testing.assert_allclose(d2[hit], ref_d[hit], rtol=1e-4)
 
 
+def test_the_subspace_dictionary_s_pynndescent_search_excludes_self_and_own_copies():
+    # here, beside the test above: pynndescent compiles its parallel kernels in every process (~50 s, not
+    # cached), and tests next to each other run in the same pytest-xdist worker
+    pytest.importorskip("pynndescent", reason="pynndescent is a dependency of bigclust")
+    from bigclust.subspace import build_dictionary, knn_dictionary
+    rng = np.random.default_rng(1)
+    n, d, m, k = 120, 10, 4, 10
+    X = rng.standard_normal((n, d))
+    D = build_dictionary(X, np.repeat(X, m, axis=0) + 0.2 * rng.standard_normal((n * m, d)), np.repeat(np.arange(n), m))
+    nb = knn_dictionary(D, k, method="pynndescent", random_state=0)
+    ex = knn_dictionary(D, k, method="exact")
+    for i in range(D.n):
+        owned = {i} | set(D.aug_idx[D.aug_ptr[i]:D.aug_ptr[i + 1]].tolist())   # the sample and its own copies
+        assert len(set(nb[i].tolist())) == k and not (set(nb[i].tolist()) & owned)
+    assert np.mean([len(set(a) & set(b)) / k for a, b in zip(nb.tolist(), ex.tolist())]) > 0.9
+
+
 def test_recall_counts_shared_neighbours():
     assert recall(np.array([[1, 2, 3], [4, 5, 6]]), np.array([[3, 2, 9], [7, 8, 9]])) == pytest.approx(2 / 6)
 

@@ -57,18 +57,6 @@ def test_exact_knn_excludes_self_and_own_augmentations_and_matches_brute_force()
         assert np.all(np.diff(S[i, nb[i]]) <= 1e-15)     # most similar first
 
 
-def test_pynndescent_knn_excludes_self_and_own_augmentations():
-    X, D, origin = _aug_dict(n=120, d=10, m=4, seed=1)
-    k = 10
-    nb = knn_dictionary(D, k, method="pynndescent", random_state=0)
-    ex = knn_dictionary(D, k, method="exact")
-    recall = np.mean([len(set(a) & set(b)) / k for a, b in zip(nb.tolist(), ex.tolist())])
-    for i in range(D.n):
-        assert len(set(nb[i].tolist())) == k
-        assert not (set(nb[i].tolist()) & _owned(D, i))
-    assert recall > 0.9
-
-
 def test_cannot_links_exclude_atoms_of_other_labelled_classes():
     X, D, origin = _aug_dict(n=40, m=2, seed=2)
     y = np.full(40, -1)
