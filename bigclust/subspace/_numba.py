@@ -198,17 +198,9 @@ def spd_inverse_shifted(G, shift, U, Y, M):
 # ----------------------------------------------------------------------------- per-column ADMM (SSC, weighted)
 
 
-@njit
-def sym_matvec(M, rhs, out, k):
-    """``out[:kp] = M[:kp, :k] rhs[:k]`` for a symmetric ``M`` padded to kp columns (:data:`PAD`), summed as
-    ``sum_q M[q, :] rhs[q]``, one fused multiply-add per row in row order.
-
-    M : IN (>= k, kp) symmetric, C-contiguous, zero past column k.  rhs : IN (>= k,).  out : OUT (kp,)
-    (may not alias rhs).  The result stays in registers through the k rows
-    (:func:`bigclust.subspace._simd.fma_rows`): at k = 50, 265 ns against 622 ns for the same sums as a loop
-    over four rows at a time, which loaded and stored ``out`` on each pass.
-    """
-    fma_rows(M, rhs, out, k)
+#: ``sym_matvec(M, rhs, out, k)``: ``out[:kp] = M[:kp, :k] rhs[:k]`` for the symmetric, padded inverse M (zero past
+#: column k), the result held in registers through the k rows (:func:`bigclust.subspace._simd.fma_rows`)
+sym_matvec = fma_rows
 
 
 @njit
@@ -277,7 +269,7 @@ def admm_one(G, b, thr, ridge, rho, eps_abs, eps_rel, max_iter, adaptive, relax,
     Why the inverse and not two triangular solves with the Cholesky factor
     every iteration: a solve is a chain of k dependent steps, a mat-vec k
     independent row updates; at k = 50 two solves took 1.6 us per iteration
-    against 0.3 us for the mat-vec (0.15 us now, :func:`sym_matvec`), while the
+    against 0.3 us for the mat-vec (0.15 us now, :data:`sym_matvec`), while the
     inverse from the factor (:func:`spd_inverse_shifted`, ~20 us) is paid once
     per value of rho (about once per column on ``bigclust bench subspace``: see
     :data:`BALANCE`).

@@ -37,9 +37,8 @@ def _rows_intrinsic(nvec, mode):
     SUB4 (the Cholesky factor and its triangular inverse): a group is ``d - fma(a3, s3, fma(a2, s2, fma(a0,
     s0, a1 * s1)))``, a single row ``fma(-a, s, d)``.  ADD4 (the inverse as ``Y^T Y``): a group is ``fma(a3,
     s3, fma(a2, s2, fma(a0, s0, fma(a1, s1, d))))``, a single row ``fma(a, s, d)``.
-    With ``A`` a zero-width placeholder and ``mode`` None: ``D[0, :LANES nvec] = sum_t S[t, :] rhs[t]``, one
-    fused multiply-add a row in row order from zero (the mat-vec; ``A`` is then the right-hand side, read at
-    ``A[t]`` with ``ac`` unused) -- see :func:`fma_rows`.
+    ``mode`` None (the mat-vec, :func:`fma_rows`): ``D[di, dc : ...] = sum_t A[t] S[t, sc : ...]`` with ``A``
+    the right-hand side (1-D, ``ac`` unused), one fused multiply-add a row in row order from zero.
     """
     @intrinsic
     def rows(typingctx, D, di, dc, S, sc, A, ac, t0, t1):
@@ -180,6 +179,11 @@ _products = _dispatcher(tuple(_rows_intrinsic(n, None) for n in range(1, MAX_VEC
 
 @njit
 def fma_rows(M, rhs, out, k):
-    """``out[:kp] = sum_{q < k} rhs[q] M[q, :kp]`` (kp = M's row width, a multiple of LANES; ``out`` of length
-    kp): one fused multiply-add a row, rows in order, from zero."""
+    """``out[:kp] = M[:k, :kp]^T rhs[:k]``, summed as ``sum_q rhs[q] M[q, :]``: one fused multiply-add a row,
+    rows in order, from zero (the ADMM's ``sym_matvec``: its M is symmetric, so this is ``M rhs``).
+
+    M : IN (>= k, kp) C-contiguous, kp a multiple of LANES.  rhs : IN (>= k,).  out : OUT (kp,) (may not alias
+    rhs).  At k = 50: 265 ns against 622 ns for the same sums as a loop over four rows at a time, which loaded
+    and stored ``out`` on each pass (152 ns with M's rows on cache lines, ``_numba.aligned_empty``).
+    """
     _products(out, 0, 0, M, 0, rhs, 0, 0, k, M.shape[1])
