@@ -7,7 +7,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 from scipy.linalg import subspace_angles
 
-from bigclust.algo import spectral
+from bigclust.algo import renumber, spectral
 from bigclust.algo.affinity import knn_kernel
 from bigclust.algo.spectral import local_order, top_eigenvectors
 from bigclust.normalize import bbs, ncut, plugin, sinkhorn
@@ -40,7 +40,7 @@ def _renumbered_path(K, normalise, k, **kw):
     """What the embed stage now does: renumber K, normalise it, rows back in the old stored order, order=."""
     Kp, order = local_order(K)
     P = normalise(Kp)
-    spectral.in_original_row_order(P, order)
+    renumber.in_original_row_order(P, order)
     return top_eigenvectors(P, k, order=order, **kw), P, order
 
 

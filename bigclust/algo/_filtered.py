@@ -205,7 +205,7 @@ def lean_eigsh(op, k: int, v0, tol: float, maxiter: int, entry=None, into=None):
 
 
 def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = TOL, degree: int = DEGREE,
-                   csr=None, rows=None):
+                   csr=None, rows=None, upper=None):
     """``(values, vectors)`` of the k largest eigenvalues of the symmetric operator ``matvec`` (n x n, spectrum
     in ``[-rho, rho]``), or None when the cut was not below the k-th eigenvalue.
 
@@ -219,7 +219,9 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = TOL, 
     (the same bits; float32 values, the 1M SK graph, one thread, medians of 7: 24.0 against 28.1 ms a
     step).  With ``rows`` (sorted), ``matvec`` multiplies by the block of that matrix on ``rows`` (a connected
     component, x and the result in the order of ``rows``), and the recurrence runs on the block through
-    :func:`~bigclust.algo._spectral_numba.csr_rows_chebyshev_step`.
+    :func:`~bigclust.algo._spectral_numba.csr_rows_chebyshev_step`.  With ``upper`` (the plan of
+    :func:`bigclust.algo._upper.to_upper`) ``csr`` is P's upper triangle and each step is
+    :func:`~bigclust.algo._upper.sym_upper_step`.
     """
     from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator
 
@@ -245,29 +247,28 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = TOL, 
                 t0, t1 = t1, t2
             return t1
     elif rows is None:
-        from bigclust.algo._spectral_numba import csr_chebyshev_step
-        ip, ix, data = csr
+        step = _stepper(csr, rows, upper)
 
         def filtered_into(x, out):   # the same recurrence, each step fused (ARPACK's x kept, one more n-vector)
             scratch = np.empty(n)
             # each step writes the older of the two vectors: the last one lands in out
             t0, t1 = (out, scratch) if (degree - 1) % 2 else (scratch, out)
             t0[:] = x
-            csr_chebyshev_step(ip, ix, data, t0, t1, scale, shift, False)
+            step(t0, t1, scale, shift, False)
             for _ in range(degree - 1):
-                csr_chebyshev_step(ip, ix, data, t1, t0, 2.0 * scale, 2.0 * shift, True)
+                step(t1, t0, 2.0 * scale, 2.0 * shift, True)
                 t0, t1 = t1, t0
     else:   # P's block on rows: the recurrence on P's numbering, x in and out on rows
-        from bigclust.algo._spectral_numba import csr_rows_chebyshev_step, put_rows, take_rows
-        ip, ix, data = csr
-        full = np.zeros((2, ip.shape[0] - 1))   # never read off the block's rows
+        from bigclust.algo._spectral_numba import put_rows, take_rows
+        step = _stepper(csr, rows, upper)
+        full = np.zeros((2, csr[0].shape[0] - 1))   # never read off the block's rows
 
         def filtered_into(x, out):
             t0, t1 = full
             put_rows(t0, rows, x)
-            csr_rows_chebyshev_step(ip, ix, data, rows, t0, t1, scale, shift, False)
+            step(t0, t1, scale, shift, False)
             for _ in range(degree - 1):
-                csr_rows_chebyshev_step(ip, ix, data, rows, t1, t0, 2.0 * scale, 2.0 * shift, True)
+                step(t1, t0, 2.0 * scale, 2.0 * shift, True)
                 t0, t1 = t1, t0
             take_rows(t1, rows, out)
 
@@ -293,3 +294,17 @@ def filtered_eigsh(matvec, n: int, k: int, v0, rho: float, *, tol: float = TOL, 
     for r in range(0, n, ROTATE_ROWS):   # V Q in place: no second n x k array (0.65 GB at 8.1M rows, k = 10)
         V[r:r + ROTATE_ROWS] = V[r:r + ROTATE_ROWS] @ Q
     return w, V
+
+
+def _stepper(csr, rows, upper):
+    """``step(x, y, a, b, sub)``: ``y <- a P x - b x - y`` (``- y`` only with ``sub``) on ``rows`` (None: all),
+    P the CSR ``csr``, or its upper triangle with ``upper`` (:func:`bigclust.algo._upper.to_upper`'s plan)."""
+    ip, ix, data = csr
+    if upper is not None:
+        from bigclust.algo._upper import sym_upper_step
+        return lambda x, y, a, b, sub: sym_upper_step(ip, ix, data, upper[0], x, y, a, b, sub, *upper[1:])
+    if rows is None:
+        from bigclust.algo._spectral_numba import csr_chebyshev_step
+        return lambda x, y, a, b, sub: csr_chebyshev_step(ip, ix, data, x, y, a, b, sub)
+    from bigclust.algo._spectral_numba import csr_rows_chebyshev_step
+    return lambda x, y, a, b, sub: csr_rows_chebyshev_step(ip, ix, data, rows, x, y, a, b, sub)

@@ -173,7 +173,7 @@ def csr_rows_max_abs_sum(indptr, data, rows):
     return m
 
 
-# -- a cache-friendly row order for the eigensolver's products (see spectral.local_order) ----------
+# -- a cache-friendly row order for the eigensolver's products (see renumber.local_order) ----------
 
 
 @njit

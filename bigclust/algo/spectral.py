@@ -14,11 +14,12 @@ import scipy.sparse as sp
 from bigclust._util.errors import UserError
 from bigclust.algo._amg import AMG_TOL, have_pyamg, lobpcg_amg as _lobpcg_amg  # noqa: F401 (public names)
 from bigclust.algo._filtered import solve_log  # noqa: F401 (public: what the large solves did)
+from bigclust.algo.renumber import inverse, local_order, permute, unpermute
 
 EIGH_MAX_N = 2000  # above this a full dense eigendecomposition costs more than Lanczos
 
 
-def top_eigenvectors(P, k, *, solver="auto", random_state=0, order=None):
+def top_eigenvectors(P, k, *, solver="auto", random_state=0, order=None, overwrite=False):
     """Eigenvectors of the ``k`` largest (algebraic) eigenvalues of symmetric ``P``.
 
     Parameters
@@ -51,6 +52,12 @@ def top_eigenvectors(P, k, *, solver="auto", random_state=0, order=None):
         it is, starts from the vector drawn in M's numbering (renumbered), and
         returns the vectors in M's numbering before the sign fix; any other
         solver gets M back first (a copy).
+    overwrite : bool
+        P's arrays may be overwritten (as scipy's ``overwrite_a``): a float32 P
+        of :data:`~bigclust.algo._upper.UPPER_MIN_ROWS` rows or more is held as
+        its upper triangle while ARPACK runs, half its memory given back, the
+        products summed in another order (:mod:`bigclust.algo._upper`).  P is
+        not usable afterwards.
 
     Returns
     -------
@@ -81,7 +88,7 @@ def top_eigenvectors(P, k, *, solver="auto", random_state=0, order=None):
     elif sp.issparse(P) and solver in ("eigsh", "components", "lobpcg", "amg"):
         from threadpoolctl import threadpool_limits
         with threadpool_limits(SPARSE_BLAS_THREADS, user_api="blas"):
-            vals, vecs = _iterative(P, k, solver, random_state, order, filtered)
+            vals, vecs = _iterative(P, k, solver, random_state, order, filtered, overwrite)
     else:
         vals, vecs = _iterative(P, k, solver, random_state)
     order = np.argsort(vals)[::-1]
@@ -99,7 +106,7 @@ def top_eigenvectors(P, k, *, solver="auto", random_state=0, order=None):
 SPARSE_BLAS_THREADS = 1
 
 
-def _iterative(P, k, solver, random_state, order=None, filtered=True):
+def _iterative(P, k, solver, random_state, order=None, filtered=True, overwrite=False):
     """``(values, vectors)`` (any order) of an iterative solver; see :func:`top_eigenvectors`.
 
     ``order``: P is already renumbered by it (``eigsh`` only).  ``filtered``: ARPACK runs on a Chebyshev
@@ -121,9 +128,10 @@ def _iterative(P, k, solver, random_state, order=None, filtered=True):
             A, order = local_order(P, dtype=None if fused else np.float64)   # else the copy ARPACK's product needs
         try:   # on A = P renumbered the start is v0 renumbered, and the eigenvectors are renumbered back
             op = _arpack_operand(A, widen=fused)   # the start is drawn where used: no frame holds it through the solve
-            vals, vecs = _arpack(op, k, start(n, random_state, order), A if sp.issparse(A) and filtered else None)
+            vals, vecs = _arpack(op, k, start(n, random_state, order), A if sp.issparse(A) and filtered else None,
+                                 overwrite=overwrite)
             if order is not None:
-                vecs = _unpermute(vecs, order)
+                vecs = unpermute(vecs, order)
         except ArpackNoConvergence:
             warnings.warn(f"eigsh did not converge for k={k}, n={n}; falling back to lobpcg",
                           RuntimeWarning, stacklevel=3)
@@ -131,7 +139,7 @@ def _iterative(P, k, solver, random_state, order=None, filtered=True):
     elif solver == "components":
         if not sp.issparse(P):
             raise UserError("eigensolver 'components' needs a sparse matrix")
-        vals, vecs = _by_component(P, k, random_state, order, filtered)
+        vals, vecs = _by_component(P, k, random_state, order, filtered, overwrite)
     elif solver == "lobpcg":
         vals, vecs = _lobpcg(P, k, random_state)
     elif solver == "amg":
@@ -163,7 +171,7 @@ def auto_solver(P, k) -> str:
     return "eigsh"
 
 
-def _by_component(P, k, random_state, order=None, filtered=True):
+def _by_component(P, k, random_state, order=None, filtered=True, overwrite=False):
     """Top-k eigenpairs of a sparse symmetric P whose graph is disconnected, one component at a time.
 
     P is block diagonal after sorting the rows by component, so its spectrum
@@ -179,9 +187,10 @@ def _by_component(P, k, random_state, order=None, filtered=True):
     rows in P's stored order and dtype, or none above
     :data:`FLOAT32_OPERATOR_NNZ` entries (ARPACK multiplies through the block's
     rows of P, :func:`_block_eigsh`) -- never a float64 or renumbered copy of the
-    whole of P (the 8.1M-row BBS-dual embed stage's worker held 7.72 GB with them).
+    whole of P (the 8.1M-row BBS-dual embed stage's worker held 7.72 GB with them).  ``overwrite``: the
+    largest block is solved last, and may overwrite P (:func:`top_eigenvectors`).
     """
-    P = sp.csr_matrix(P)   # shares a CSR's arrays
+    P = _csr(P)
     n = P.shape[0]
     ncomp, lab = components(P)  # stored zeros are not edges
     if order is not None:   # M's labels, numbered by each component's lowest row of M (as components(M))
@@ -206,7 +215,9 @@ def _by_component(P, k, random_state, order=None, filtered=True):
         cand_rank.append(np.zeros(single.size, dtype=np.int64))
         cand_vec.extend((r, np.ones(1)) for r in np.split(in_m(rows), rows.size))
     pos = None   # P's column -> its place in its block, written for each block it serves
-    for c in np.flatnonzero(np.diff(off) > 1):
+    blocks = np.flatnonzero(np.diff(off) > 1)
+    last = blocks[np.argmax(np.diff(off)[blocks])] if overwrite and blocks.size else -1
+    for c in [*blocks[blocks != last], *blocks[blocks == last]]:   # candidates are sorted below: order is free
         a, b = off[c], off[c + 1]
         m, rows = b - a, rows_p[a:b]
         kk = min(k, m)
@@ -221,7 +232,7 @@ def _by_component(P, k, random_state, order=None, filtered=True):
             w, U = w[::-1][:kk], U[:, ::-1][:, :kk]
         else:  # the same ARPACK call (and fallback) as a connected graph gets
             w, U = _iterative(B, kk, "eigsh", random_state, filtered=filtered) if nnz <= FLOAT32_OPERATOR_NNZ else \
-                _block_eigsh(P, rows, kk, random_state, filtered)
+                _block_eigsh(P, rows, kk, random_state, filtered, overwrite and c == last)
             o = np.argsort(w)[::-1]
             w, U = w[o], U[:, o]
         cand_val.append(w)
@@ -252,7 +263,7 @@ def _take_block(P, rows, pos, dtype):
     return B
 
 
-def _block_eigsh(P, rows, k, random_state, filtered=True):
+def _block_eigsh(P, rows, k, random_state, filtered=True, overwrite=False):
     """:func:`_iterative`'s ``eigsh`` on P's block of ``rows`` (M's order), without copying it.
 
     ARPACK multiplies by the block with its rows in P's order, reading x by P's own column numbers from an
@@ -281,7 +292,7 @@ def _block_eigsh(P, rows, k, random_state, filtered=True):
         return y
     try:
         w, U = _arpack(LinearOperator((m, m), matvec=matvec, rmatvec=matvec, dtype=np.float64), k,
-                       start(m, random_state, back, scatter=True), P if filtered else None, srt)
+                       start(m, random_state, back, scatter=True), P if filtered else None, srt, overwrite)
     except ArpackNoConvergence:
         warnings.warn(f"eigsh did not converge for k={k}, n={m}; falling back to lobpcg", RuntimeWarning,
                       stacklevel=4)
@@ -291,27 +302,45 @@ def _block_eigsh(P, rows, k, random_state, filtered=True):
     return w, U[back()]
 
 
-def _arpack(op, k, v0, P=None, rows=None):
+def _arpack(op, k, v0, P=None, rows=None, overwrite=False):
     """ARPACK's k largest eigenpairs of ``op``; of a Chebyshev filter of it (:mod:`bigclust.algo._filtered`) when
     ``op`` is the sparse P's block on ``rows`` (None: all of P) of at least ``FILTER_MIN_ROWS`` rows.
-    ``v0``: the start, an array or a callable (:func:`~bigclust.algo._filtered.start`).
-    Raises ArpackNoConvergence as ``eigsh``."""
-    from scipy.sparse.linalg import aslinearoperator
+    ``v0``: the start, an array or a callable (:func:`~bigclust.algo._filtered.start`).  ``overwrite``: a
+    float32 P of ``UPPER_MIN_ROWS`` rows or more becomes its upper triangle for the solve (whole again if
+    ARPACK raises).  Raises ArpackNoConvergence as ``eigsh``."""
+    from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
+    from bigclust.algo import _upper
     from bigclust.algo._filtered import FILTER_MIN_ROWS, filtered_eigsh, lean_eigsh
     from bigclust.algo._spectral_numba import csr_rows_max_abs_sum
 
     n = op.shape[0]
+    csr = upper = None
     if P is not None and n >= FILTER_MIN_ROWS and k < n // 2:
-        A = sp.csr_matrix(P)
+        A = _csr(P)
         rows = None if A.shape[0] == n else rows   # None: all of P
         rho = csr_rows_max_abs_sum(A.indptr, A.data, np.arange(n) if rows is None else rows)
         fused = A.dtype == np.float32   # on a float64 copy scipy's product + NumPy's passes: 28 vs 38 ms a step, 1M
-        found = filtered_eigsh(aslinearoperator(op).matvec, n, k, v0, rho,
-                               csr=(A.indptr, A.indices, A.data) if fused else None, rows=rows)
+        csr, matvec = (A.indptr, A.indices, A.data), aslinearoperator(op).matvec
+        if overwrite and fused and n >= _upper.UPPER_MIN_ROWS:   # rho first: the same value as from P itself
+            csr, upper = _upper.to_upper(A, rows)
+            matvec = _upper.product(csr, upper)
+            op = LinearOperator((n, n), matvec=matvec, rmatvec=matvec, dtype=np.float64)
+        found = filtered_eigsh(matvec, n, k, v0, rho, csr=csr if fused else None, rows=rows, upper=upper)
         if found is not None:
             return found
-    return lean_eigsh(op, k, v0, 1e-10, max(5000, 20 * n))
+    try:
+        return lean_eigsh(op, k, v0, 1e-10, max(5000, 20 * n))
+    except Exception:   # the caller's fallback needs P itself
+        if upper is not None:
+            _upper.restore(A, csr)
+        raise
+
+
+def _csr(P):
+    """P as a CSR matrix: P itself when it is one (``overwrite`` replaces its arrays: no frame may hold views
+    of them), else a CSR sharing its arrays or a copy."""
+    return P if type(P) is sp.csr_matrix else sp.csr_matrix(P)
 
 
 def _as_operand(P):
@@ -348,7 +377,7 @@ def _arpack_operand(P, widen=False):
 
     if not (sp.issparse(P) and P.dtype == np.float32 and (widen or P.nnz > FLOAT32_OPERATOR_NNZ)):
         return _as_operand(P)
-    A = sp.csr_matrix(P)   # stored entries in stored order, as scipy's product reads them
+    A = _csr(P)   # stored entries in stored order, as scipy's product reads them
     matvec = lambda x: csr_product(A, np.ravel(x))   # noqa: E731
     return LinearOperator(A.shape, matvec=matvec, rmatvec=matvec, dtype=np.float64)
 
@@ -363,81 +392,6 @@ def _arpack_operand(P, widen=False):
 REORDER_MIN_ROWS = 1 << 17
 
 
-def local_order(P, dtype=None, sort_rows=False, unless_ordered=False):
-    """``(A, order)``: sparse symmetric P renumbered in breadth-first order, ``A = P[order][:, order]``.
-
-    Each row of A keeps P's stored order, so ``(A @ x[order]) == (P @ x)[order]``
-    bit for bit: an eigenvector u of A is ``v[order] = u`` of P.  ``sort_rows``
-    (P canonical: sorted, no duplicates) sorts each row of A by its new column
-    numbers instead, so A is canonical too and a normaliser's input check
-    shares it rather than copying and sorting it (the same matrix);
-    ``unless_ordered``: ``(P, None)``, no copy, when P is in that order
-    already (the BFS of a BFS-renumbered pattern is the identity).  Breadth-first
-    order (from the lowest row of each component) has the locality of reverse
-    Cuthill-McKee -- measured on the 1M mnist-1m kNN graph: 38 ms per product
-    after BFS, 40 after RCM, 58 in data order -- for 0.3 s against RCM's 0.7 s.
-    ``dtype``: A's values (default P's; float64 widens a float32 P as it is
-    copied, so ARPACK's operand needs no second copy).  Above
-    :data:`FLOAT32_OPERATOR_NNZ` entries the eigensolver does not renumber:
-    A would be the 8 bytes an entry that the float32 kernel exists to save
-    (the embed stage renumbers the float32 kernel before normalising it and
-    passes ``order`` to :func:`top_eigenvectors` instead).
-    """
-    from bigclust.algo._spectral_numba import bfs_order
-
-    Q = sp.csr_matrix(P)
-    order = bfs_order(Q.indptr, Q.indices).astype(Q.indices.dtype, copy=False)   # n-vectors are 4 bytes when they can
-    if unless_ordered and np.array_equal(order, np.arange(order.size)):
-        return P, None
-    return permute(Q, order, dtype, sort_rows), order
-
-
-def inverse(order):
-    """The permutation undoing ``order``: ``inverse(order)[order] == arange(n)``."""
-    inv = np.empty_like(order)
-    inv[order] = np.arange(order.size, dtype=order.dtype)
-    return inv
-
-
-def permute(P, order, dtype=None, sort_rows=False):
-    """Sparse P renumbered by ``order``: ``P[order][:, order]`` with each row in P's stored order (one copy),
-    or (``sort_rows``) sorted by its new column numbers."""
-    from bigclust.algo._spectral_numba import csr_permute, csr_sort_rows_by
-
-    P = sp.csr_matrix(P)
-    inv = inverse(order).astype(P.indices.dtype)
-    indptr = np.zeros_like(P.indptr)
-    np.cumsum(np.diff(P.indptr)[order], out=indptr[1:])
-    indices, data = np.empty_like(P.indices), np.empty(P.data.shape, dtype=dtype or P.dtype)
-    csr_permute(P.indptr, P.indices, P.data, order, inv, indptr, indices, data)
-    if sort_rows:  # the key of a new column number is itself: n indices more, not a second copy of P
-        csr_sort_rows_by(indptr, indices, data, np.arange(P.shape[0], dtype=indices.dtype))
-    return sp.csr_matrix((data, indices, indptr), shape=P.shape)
-
-
-def in_original_row_order(P, order):
-    """IN/OUT: the entries of each row of a renumbered P (rows ``order``) sorted by their original column.
-
-    A normaliser sorts a renumbered kernel's rows by the new column numbers;
-    sorted by the original ones, each row is the one the un-renumbered
-    (sorted) kernel would have given, in the same stored order, so a product
-    by it sums in the same order as before the renumbering (bit for bit).
-    """
-    from bigclust.algo._spectral_numba import csr_sort_rows_by
-
-    csr_sort_rows_by(P.indptr, P.indices, P.data, order)
-    P.has_canonical_format = False   # scipy must not take the rows for sorted by column any more
-    P.has_sorted_indices = False
-    return P
-
-
-def _unpermute(U, order):
-    """Rows of ``U`` (eigenvectors of P renumbered by ``order``) back in P's numbering."""
-    V = np.empty_like(U)
-    V[order] = U
-    return V
-
-
 def _lobpcg(P, k, random_state, order=None):
     """LOBPCG's top-k pairs; ``order``: P is renumbered by it (start block drawn in the original numbering)."""
     from scipy.sparse.linalg import lobpcg
@@ -447,18 +401,18 @@ def _lobpcg(P, k, random_state, order=None):
         warnings.simplefilter("ignore", UserWarning)
         vals, vecs = lobpcg(_as_operand(P), X0 if order is None else X0[order], largest=True, tol=1e-8,
                             maxiter=2000)
-    return vals, (vecs if order is None else _unpermute(vecs, order))
+    return vals, (vecs if order is None else unpermute(vecs, order))
 
 
-def embed(P, k, *, solver="auto", random_state=0, order=None):
+def embed(P, k, *, solver="auto", random_state=0, order=None, overwrite=False):
     """Row-normalised spectral embedding (n, k) of a symmetric similarity.
 
     Rows of zero length (isolated points) are left at zero rather than
     divided by zero; k-means then places them with whichever centre is
     nearest the origin.  ``order``: P is renumbered by it, the rows of the
-    embedding are not (see :func:`top_eigenvectors`).
+    embedding are not; ``overwrite``: P may be overwritten (see :func:`top_eigenvectors`).
     """
-    _, V = top_eigenvectors(P, k, solver=solver, random_state=random_state, order=order)
+    _, V = top_eigenvectors(P, k, solver=solver, random_state=random_state, order=order, overwrite=overwrite)
     norms = np.linalg.norm(V, axis=1)
     nz = norms > 0
     V[nz] /= norms[nz, None]

@@ -53,7 +53,7 @@ import numpy as np
 from bigclust.normalize._common import (PARALLEL_MIN_NNZ, NormalizeConvergenceWarning, NormalizeInfo, csr_kernels, like_sparse,
                       norm2, row_ids, warn_not_converged)
 from bigclust.normalize._newton import newton
-from bigclust.algo.spectral import local_order
+from bigclust.algo.renumber import local_order
 from bigclust._util import progress
 from bigclust._util.errors import DataError
 
@@ -125,7 +125,7 @@ def _check_rows(K):
 
 
 def _local_order(K):
-    """``(P K P^T, order)`` with rows in breadth-first order (:func:`bigclust.algo.spectral.local_order`),
+    """``(P K P^T, order)`` with rows in breadth-first order (:func:`bigclust.algo.renumber.local_order`),
     or ``(K, None)`` below REORDER_MIN_ROWS or when K is in that order already.
 
     The embed stage hands over a K it renumbered so, with sorted rows: then

@@ -306,7 +306,7 @@ def _set_aside(Ks, n_in, n_out, labels, p):
 def _renumber(Ks, n_in, m, y):
     """``(order, y)``: one connected sparse float32 kernel of ``REORDER_MIN_ROWS`` rows or more, renumbered.
 
-    Breadth-first order (:func:`bigclust.algo.spectral.local_order`) puts each row near its neighbours, so
+    Breadth-first order (:func:`bigclust.algo.renumber.local_order`) puts each row near its neighbours, so
     the normaliser's products and the eigensolver's gather nearby entries of x (8.1M rows: 1.88 -> 0.90 CPU s
     a product); the normalised P has K's pattern, hence the order ARPACK would compute from it.  ``Ks[0]`` is
     replaced (the list held the only reference to the original: never both kernels beyond the copy) and y is
@@ -404,8 +404,7 @@ def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, mbmc, o
     """
     import scipy.sparse as sp
 
-    from bigclust.algo.small_components import drop_rows, extend
-    from bigclust.algo.spectral import embed as spectral_embed, in_original_row_order, solve_log
+    from bigclust.algo import renumber, small_components as small, spectral
     from bigclust.pipeline.resumable import release_heap
     from bigclust.pipeline.store import write_dense
 
@@ -414,17 +413,18 @@ def _embed_and_write(store, key, attrs, P, info, t_norm, p: EmbedParams, mbmc, o
     if order is not None and sp.issparse(P) and P.has_sorted_indices:
         # a normaliser's rows are sorted by the new numbers (and quality sorts them in place): in the old
         # order each product sums as it did before the renumbering.  Timed with the eigenvectors it serves
-        in_original_row_order(P, order)
+        renumber.in_original_row_order(P, order)
     if len(aside):
-        drop_rows(P, aside)
+        small.drop_rows(P, aside)
     release_heap()   # the normaliser's freed temporaries, before the solve (the stage's peak): 1M BBS-dual, 32 MiB
-    with solve_log() as solves:
-        E = spectral_embed(P, p.k, solver=p.eigensolver, random_state=p.seed, order=order)
+    with spectral.solve_log() as solves:
+        # P is not read after this: from 2^21 rows it is held as its upper triangle while ARPACK runs
+        E = spectral.embed(P, p.k, solver=p.eigensolver, random_state=p.seed, order=order, overwrite=True)
     if len(aside):
         R = sp.csr_matrix(aside_rows)
         if order is not None:   # P's numbering -> the data's, where E's rows are
             aside, R = order[aside], sp.csr_matrix((R.data, order[R.indices], R.indptr), shape=R.shape)
-        extend(E, aside, R)
+        small.extend(E, aside, R)
     extra.update(_usage("eigen", t0, c0), eigen_solves=solves)
     with store.write("embed", key, attrs) as g:
         write_dense(g, "E", E)
