@@ -122,6 +122,30 @@ def test_a_dead_worker_that_stops_the_run_is_one_error_line(tmp_path, capfd):
     assert "distributed." not in err, err    # nor the scheduler's ERROR lines about the same death
 
 
+def test_a_local_cluster_left_without_a_worker_stops_the_run_with_one_line(capfd, monkeypatch):
+    # a worker that does not come back after its restart (seen once under heavy load) must not leave the run
+    # waiting for ever on a task no worker will take
+    import time
+    import warnings
+
+    from bigclust._util.errors import UserError
+    from bigclust.pipeline import scheduler
+    monkeypatch.setattr(scheduler, "NO_WORKER_SECONDS", 1.0)
+    t0 = time.perf_counter()
+    with pytest.raises(UserError, match=r"^the local Dask cluster had no running worker for 1 s \(a worker did not "
+                                        r"come back .* running the same command again resumes$") as e:
+        with scheduler.dask_client("local-cluster", 1) as client:
+            client.cluster.scale(0)
+            while client.scheduler_info(n_workers=-1)["workers"]:
+                time.sleep(0.05)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")   # the run's one line is the error, not a warning beside it
+                scheduler._submit(client, os.getpid)
+    assert "\n" not in str(e.value) and time.perf_counter() - t0 < 60
+    err = capfd.readouterr().err
+    assert "timed out waiting" not in err and "distributed." not in err, err
+
+
 def test_an_instance_two_unit_threads_need_is_computed_once():
     # method units run in threads on a cluster (bigclust.pipeline.units); the affinity of a point is asked for
     # by each of its methods: the first computes it, the others wait and reuse it; a failed owner hands it on

@@ -63,15 +63,16 @@ def dask_client(scheduler: str | None, n_workers: int = 1, probe: bool = True):
         import logging
         import warnings
 
-        from distributed.scheduler import KilledWorker
+        from distributed.scheduler import KilledWorker, NoValidWorkerError, NoWorkerError
 
         # silence_logs: while the cluster runs, distributed's stderr handlers (here: scheduler and nannies; in the
         # workers: their memory monitor) show ERROR and above only -- not a WARNING line per memory alarm and
         # restart among the stage lines; a worker that dies is said once, by _WorkerDeaths.  The scheduler's HTTP
         # routes (no dashboard) on a free loopback port: on 8787, taken by any other cluster, it warns and moves
-        with keep_environ(), LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                          dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                                          silence_logs=logging.ERROR) as cluster, \
+        with keep_environ(), _no_worker_timeout(), \
+                LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                             scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                             silence_logs=logging.ERROR) as cluster, \
                 Client(cluster) as client, _WorkerDeaths(cluster, client, n_workers) as deaths:
             try:
                 yield client
@@ -80,6 +81,12 @@ def dask_client(scheduler: str | None, n_workers: int = 1, probe: bool = True):
                     raise
                 raise UserError(deaths.say(f"and the run cannot go on ({type(e).__name__})") + "; finished stages "
                                 "are kept in the store: running the same command again resumes") from None
+            except (NoWorkerError, NoValidWorkerError):
+                deaths.said = True   # this line is the run's one line
+                raise UserError(f"the local Dask cluster had no running worker for {NO_WORKER_SECONDS:g} s (a worker "
+                                "did not come back after its restart; is the machine out of memory or processes?); "
+                                "finished stages are kept in the store: running the same command again "
+                                "resumes") from None
             finally:
                 if deaths.died and not deaths.said:
                     warnings.warn(deaths.say("and its tasks were run again on a new worker"), RuntimeWarning)
@@ -101,6 +108,9 @@ def dask_client(scheduler: str | None, n_workers: int = 1, probe: bool = True):
                             "in the store: running the same command again resumes") from None
 
 
+#: seconds a task of a local cluster waits with no worker running before the run stops (a nanny restarts a
+#: worker in about 3 s)
+NO_WORKER_SECONDS = 300.0
 #: seconds to wait for a Dask scheduler to connect and answer its handshake
 SCHEDULER_TIMEOUT = 10.0
 
@@ -193,6 +203,28 @@ def _lost_scheduler_errors() -> tuple:
     from distributed.client import FutureCancelledError
     from distributed.comm.core import CommClosedError
     return (FutureCancelledError, CommClosedError, asyncio.CancelledError)
+
+
+@contextlib.contextmanager
+def _no_worker_timeout():
+    """For a LocalCluster made inside: a task that waits :data:`NO_WORKER_SECONDS` with no worker running fails
+    (``NoWorkerError``, said in one line by :func:`dask_client`) instead of the run waiting for ever -- a worker
+    that did not come back after its restart, seen once under heavy load.  The scheduler's own ERROR line per
+    such task is dropped."""
+    import logging
+
+    import dask
+
+    def keep(record):
+        return not (record.levelno >= logging.ERROR and "timed out waiting" in record.getMessage())
+
+    logger = logging.getLogger("distributed.scheduler")
+    logger.addFilter(keep)
+    try:
+        with dask.config.set({"distributed.scheduler.no-workers-timeout": f"{NO_WORKER_SECONDS:g}s"}):
+            yield
+    finally:
+        logger.removeFilter(keep)
 
 
 @contextlib.contextmanager
