@@ -134,13 +134,12 @@ def test_a_local_cluster_left_without_a_worker_stops_the_run_with_one_line(capfd
     t0 = time.perf_counter()
     with pytest.raises(UserError, match=r"^the local Dask cluster had no running worker for 1 s \(a worker did not "
                                         r"come back .* running the same command again resumes$") as e:
-        with scheduler.dask_client("local-cluster", 1) as client:
+        with warnings.catch_warnings(), scheduler.dask_client("local-cluster", 1) as client:
+            warnings.simplefilter("error")   # the run's one line is the error, not a warning beside it
             client.cluster.scale(0)
             while client.scheduler_info(n_workers=-1)["workers"]:
                 time.sleep(0.05)
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")   # the run's one line is the error, not a warning beside it
-                scheduler._submit(client, os.getpid)
+            scheduler._submit(client, os.getpid)
     assert "\n" not in str(e.value) and time.perf_counter() - t0 < 60
     err = capfd.readouterr().err
     assert "timed out waiting" not in err and "distributed." not in err, err

@@ -79,14 +79,13 @@ def dask_client(scheduler: str | None, n_workers: int = 1, probe: bool = True):
             except (KilledWorker, *_lost_scheduler_errors()) as e:
                 if not deaths.wait():
                     raise
-                raise UserError(deaths.say(f"and the run cannot go on ({type(e).__name__})") + "; finished stages "
-                                "are kept in the store: running the same command again resumes") from None
+                said = deaths.say(f"and the run cannot go on ({type(e).__name__})")
+                raise UserError(f"{said}; {_RESUMES}") from None
             except (NoWorkerError, NoValidWorkerError):
                 deaths.said = True   # this line is the run's one line
                 raise UserError(f"the local Dask cluster had no running worker for {NO_WORKER_SECONDS:g} s (a worker "
                                 "did not come back after its restart; is the machine out of memory or processes?); "
-                                "finished stages are kept in the store: running the same command again "
-                                "resumes") from None
+                                f"{_RESUMES}") from None
             finally:
                 if deaths.died and not deaths.said:
                     warnings.warn(deaths.say("and its tasks were run again on a new worker"), RuntimeWarning)
@@ -104,10 +103,11 @@ def dask_client(scheduler: str | None, n_workers: int = 1, probe: bool = True):
             yield client
         except _lost_scheduler_errors() as e:
             raise UserError(f"lost the Dask scheduler {scheduler} mid-run ({type(e).__name__}: "
-                            f"{str(e).splitlines()[0] if str(e) else 'no message'}); finished stages are kept "
-                            "in the store: running the same command again resumes") from None
+                            f"{str(e).splitlines()[0] if str(e) else 'no message'}); {_RESUMES}") from None
 
 
+#: what a run stopped by its cluster says last
+_RESUMES = "finished stages are kept in the store: running the same command again resumes"
 #: seconds a task of a local cluster waits with no worker running before the run stops (a nanny restarts a
 #: worker in about 3 s)
 NO_WORKER_SECONDS = 300.0
@@ -218,11 +218,20 @@ def _no_worker_timeout():
     def keep(record):
         return not (record.levelno >= logging.ERROR and "timed out waiting" in record.getMessage())
 
-    logger = logging.getLogger("distributed.scheduler")
+    with _log_filter("distributed.scheduler", keep), \
+            dask.config.set({"distributed.scheduler.no-workers-timeout": f"{NO_WORKER_SECONDS:g}s"}):
+        yield
+
+
+@contextlib.contextmanager
+def _log_filter(name: str, keep):
+    """``keep`` filters the records of the logger ``name`` inside the block."""
+    import logging
+
+    logger = logging.getLogger(name)
     logger.addFilter(keep)
     try:
-        with dask.config.set({"distributed.scheduler.no-workers-timeout": f"{NO_WORKER_SECONDS:g}s"}):
-            yield
+        yield
     finally:
         logger.removeFilter(keep)
 
@@ -242,12 +251,8 @@ def _quiet_lost_scheduler():
         return not (record.levelno >= logging.ERROR and (isinstance(exc, lost) or
                                                         record.getMessage().startswith("Failed to reconnect")))
 
-    logger = logging.getLogger("distributed.client")
-    logger.addFilter(keep)
-    try:
+    with _log_filter("distributed.client", keep):
         yield
-    finally:
-        logger.removeFilter(keep)
 
 
 def check_scheduler(address: str | None):
