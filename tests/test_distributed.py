@@ -336,3 +336,31 @@ def test_a_restarted_worker_s_peak_is_its_own_not_the_driver_s():
         own, inherited = next(iter(client.run(_peaks).values()))
     assert big.sum() > 0
     assert own < 300 < inherited, (own, inherited)
+
+
+def test_a_failed_restart_that_leaves_no_worker_is_replaced_and_the_run_ends(tmp_path, make_config, monkeypatch):
+    # distributed removes a worker whose nanny did not stop within the restart's timeout (seen under heavy
+    # load): the nanny closes, and a cluster of one worker would have none left for the stage
+    import distributed
+
+    from bigclust.normalize import plugin
+    from bigclust.pipeline import scheduler
+    cfg = _blob_config(tmp_path, make_config, 300, 'names = ["sk"]')
+    run(cfg, out=str(tmp_path / "o_local"))
+    cfg2 = tmp_path / "dist.toml"
+    cfg2.write_text(cfg.read_text().replace('path = "store.zarr"', 'path = "store_dist.zarr"'))
+    failed = []
+
+    def restart_that_times_out(client, workers, **kw):
+        client.cluster.sync(client.cluster.workers[workers[0]].close)   # what remove_worker leads to
+        failed.append(workers[0])
+        return {workers[0]: "timed out"}
+    monkeypatch.setattr(plugin, "FRESH_WORKER_ROWS", 0)
+    monkeypatch.setattr(distributed.Client, "restart_workers", restart_that_times_out)
+    monkeypatch.setattr(scheduler, "NO_WORKER_SECONDS", 20.0)   # without a replacement: a UserError after 20 s
+    run(cfg2, scheduler="local-cluster", out=str(tmp_path / "o_dist"))
+    assert len(failed) == 1
+    local, dist = _labels(tmp_path / "store.zarr"), _labels(tmp_path / "store_dist.zarr")
+    assert local.keys() == dist.keys() and len(local) == 1
+    for k in local:
+        np.testing.assert_array_equal(local[k], dist[k])

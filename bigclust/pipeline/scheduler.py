@@ -1,19 +1,17 @@
 """The Dask side of a run: the client's lifecycle, the scheduler checked before any work, stages as tasks.
 
-A scheduler address is checked before anything is computed (a TCP connect, a
-bounded handshake and an ``identity`` request): nothing listening, a service
-that is not a Dask scheduler, or an address without a port is one line.  A
-stage that needs every row runs as one task (:func:`submit`); warnings it
-raises on a worker are recorded there and re-emitted on the client, and a
-scheduler lost mid-run is one line saying that the same command resumes.
-A ``local-cluster`` run keeps distributed's WARNING log lines off the terminal;
-a worker of it that dies (over its memory limit, say) is one line instead
-(:class:`_WorkerDeaths`).
+A scheduler address is checked before anything is computed (a TCP connect, a bounded handshake and an
+``identity`` request): nothing listening, a service that is not a Dask scheduler, or an address without a port
+is one line.  A stage that needs every row runs as one task (:func:`submit`); warnings it raises on a worker
+are recorded there and re-emitted on the client, and a scheduler lost mid-run is one line saying that the same
+command resumes.  A ``local-cluster`` run keeps distributed's WARNING log lines off the terminal; a worker of it
+that dies (over its memory limit, say) is one line instead (:class:`_WorkerDeaths`).
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import uuid
 
 from bigclust._util.errors import UserError
 
@@ -450,7 +448,7 @@ def _fresh_worker(client):
         name, address = idle[0]
         _STAGES.fresh.add(name)
         _STAGES.restarted.add(address)   # not a death (_WorkerDeaths)
-    try:
+    with contextlib.suppress(Exception):   # e.g. the restart timed out: the stage runs where the scheduler says
         if client.restart_workers([name], raise_for_error=False).get(name) == "OK":
             import time
             for _ in range(100):   # the new process's address (a name is not resolved in scatter)
@@ -458,10 +456,19 @@ def _fresh_worker(client):
                 if now:
                     return name, now[0]
                 time.sleep(0.1)
-    except Exception:   # e.g. the restart timed out: the stage runs where the scheduler puts it
-        pass
+    _replace(client, name)
     _STAGES.fresh.discard(name)
     return None
+
+
+def _replace(client, name):
+    """A failed restart: a new worker in place of ``name`` on the run's own LocalCluster (distributed removes
+    a worker whose nanny did not stop in time, seen under heavy load, and its nanny closes: a cluster of one
+    worker would have none for the stage).  It was idle and reserved: closing it if it lived loses nothing."""
+    cluster = getattr(client, "cluster", None)
+    if name in getattr(cluster, "worker_spec", {}):   # a new name: the closed nanny stays in .workers a while
+        cluster.worker_spec[f"{name}.{uuid.uuid4().hex[:8]}"] = cluster.worker_spec.pop(name)
+        cluster.scale(len(cluster.worker_spec))   # the cluster's loop closes the old worker, starts the new
 
 
 def _submit(client, fn, *args, fresh=False, **kwargs):
@@ -479,7 +486,6 @@ def _submit(client, fn, *args, fresh=False, **kwargs):
     try:
         args = [scattered(client, a, where.get("workers")) for a in args]
         kwargs = {k: scattered(client, v, where.get("workers")) for k, v in kwargs.items()}
-        import uuid
         name = getattr(fn, "__name__", "stage")   # the task is named after its stage, e.g. in _WorkerDeaths.say
         _STAGES.change(client, +1)   # after the restart: the new process gets its share of the cores too
         try:
