@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 import uuid
 
 from bigclust._util.errors import UserError
@@ -106,8 +107,7 @@ def dask_client(scheduler: str | None, n_workers: int = 1, probe: bool = True):
 
 #: what a run stopped by its cluster says last
 _RESUMES = "finished stages are kept in the store: running the same command again resumes"
-#: seconds a task of a local cluster waits with no worker running before the run stops (a nanny restarts a
-#: worker in about 3 s)
+#: seconds a local cluster's task waits with no worker running before the run stops (a restart takes about 3 s)
 NO_WORKER_SECONDS = 300.0
 #: seconds to wait for a Dask scheduler to connect and answer its handshake
 SCHEDULER_TIMEOUT = 10.0
@@ -448,23 +448,23 @@ def _fresh_worker(client):
         name, address = idle[0]
         _STAGES.fresh.add(name)
         _STAGES.restarted.add(address)   # not a death (_WorkerDeaths)
-    with contextlib.suppress(Exception):   # e.g. the restart timed out: the stage runs where the scheduler says
-        if client.restart_workers([name], raise_for_error=False).get(name) == "OK":
-            import time
-            for _ in range(100):   # the new process's address (a name is not resolved in scatter)
-                now = [a for a, w in client.scheduler_info(n_workers=-1)["workers"].items() if w["name"] == name]
-                if now:
-                    return name, now[0]
-                time.sleep(0.1)
-    _replace(client, name)
+    said = None   # no answer: as a restart that timed out
+    with contextlib.suppress(Exception):
+        said = client.restart_workers([name], raise_for_error=False).get(name)
+        for _ in range(100 if said == "OK" else 0):   # the new process's address (scatter resolves no name)
+            now = [a for a, w in client.scheduler_info(n_workers=-1)["workers"].items() if w["name"] == name]
+            if now:
+                return name, now[0]
+            time.sleep(0.1)
+    if said != "OK":   # the worker may be gone with its nanny (_replace); the stage runs where the scheduler says
+        _replace(client, name)
     _STAGES.fresh.discard(name)
     return None
 
 
 def _replace(client, name):
-    """A failed restart: a new worker in place of ``name`` on the run's own LocalCluster (distributed removes
-    a worker whose nanny did not stop in time, seen under heavy load, and its nanny closes: a cluster of one
-    worker would have none for the stage).  It was idle and reserved: closing it if it lived loses nothing."""
+    """A new worker for ``name`` on the run's own LocalCluster after a failed restart: distributed removes a worker
+    whose nanny did not stop in time (heavy load) and the nanny closes; it was idle, so closing it loses nothing."""
     cluster = getattr(client, "cluster", None)
     if name in getattr(cluster, "worker_spec", {}):   # a new name: the closed nanny stays in .workers a while
         cluster.worker_spec[f"{name}.{uuid.uuid4().hex[:8]}"] = cluster.worker_spec.pop(name)
